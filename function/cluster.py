@@ -1,0 +1,102 @@
+"""Where an LLMInference runs: the control plane itself, a ProviderConfig, or an
+InferenceCluster whose status says which ProviderConfig, GPU and ingress class to use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from function.sizing import ASSUMED_GPU, GpuShape
+from function.spec import LLMSpec, P, SpecError
+
+CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
+CLUSTER_KIND = "InferenceCluster"
+REQUIREMENT = "inference-cluster"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Everything the builders need to know about the target cluster."""
+
+    provider_config: str | None  # None: compose directly into the control-plane cluster
+    namespace: str
+    gpu: GpuShape = ASSUMED_GPU
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    ingress_class: str | None = None
+    cluster: str | None = None
+
+
+class ClusterNotReady(Exception):
+    """The InferenceCluster exists but has not published what models need yet."""
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def without_cluster(spec: LLMSpec) -> Target:
+    """Target for `providerConfigName` or for the control-plane cluster itself."""
+    if spec.provider_config_name:
+        return Target(
+            provider_config=spec.provider_config_name,
+            namespace=spec.target_namespace or spec.namespace,
+        )
+    return Target(provider_config=None, namespace=spec.namespace)
+
+
+def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
+    """Target read from an InferenceCluster's status; SpecError when the cluster cannot serve
+    models, ClusterNotReady while it has not published its ProviderConfig and GPU facts."""
+    ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
+    field_ = f"{P}.clusterRef.name"
+    cluster_spec = cluster.get("spec") if isinstance(cluster.get("spec"), dict) else {}
+    params = cluster_spec.get("parameters") if isinstance(cluster_spec, dict) else {}
+    params = params if isinstance(params, dict) else {}
+    apps = params.get("apps") if isinstance(params.get("apps"), dict) else {}
+    vllm = apps.get("vllm") if isinstance(apps.get("vllm"), dict) else {}
+    if vllm.get("enabled") is not True:
+        raise SpecError(
+            field_,
+            spec.cluster_ref,
+            f"{ref} does not run the vLLM Production Stack, so nothing would reconcile the "
+            f"model's VLLMRuntime: set spec.parameters.apps.vllm.enabled: true on {ref}",
+        )
+    gpu_params = params.get("gpu") if isinstance(params.get("gpu"), dict) else {}
+    if gpu_params.get("enabled") is not True:
+        raise SpecError(
+            field_,
+            spec.cluster_ref,
+            f"{ref} has no GPU node pool: set spec.parameters.gpu.enabled: true on {ref}",
+        )
+    status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
+    provider_config = status.get("providerConfigName")
+    gpu = status.get("gpu") if isinstance(status.get("gpu"), dict) else {}
+    memory = _num(gpu.get("memoryGiB"))
+    per_node = _num(gpu.get("perNode"))
+    if not isinstance(provider_config, str) or not provider_config:
+        raise ClusterNotReady(f"{ref} has not published status.providerConfigName yet")
+    if memory is None or memory <= 0 or per_node is None or per_node < 1:
+        raise ClusterNotReady(
+            f"{ref} has not published its GPU (status.gpu.memoryGiB, status.gpu.perNode) yet"
+        )
+    selector = gpu.get("nodeSelector") if isinstance(gpu.get("nodeSelector"), dict) else {}
+    tolerations = gpu.get("tolerations") if isinstance(gpu.get("tolerations"), list) else []
+    ingress_class = status.get("ingressClassName")
+    gpu_type = gpu.get("type")
+    return Target(
+        provider_config=provider_config,
+        namespace=spec.target_namespace or spec.namespace,
+        gpu=GpuShape(
+            memory_gib=memory,
+            per_node=int(per_node),
+            type=gpu_type if isinstance(gpu_type, str) else None,
+            assumed=False,
+        ),
+        node_selector={str(k): str(v) for k, v in selector.items()},
+        tolerations=tuple(t for t in tolerations if isinstance(t, dict)),
+        ingress_class=ingress_class if isinstance(ingress_class, str) else None,
+        cluster=spec.cluster_ref,
+    )

@@ -1,0 +1,470 @@
+"""What an LLMInference composes, as plain data in and plain data out.
+
+`compose(Inputs) -> Outcome` holds the whole decision: parse the spec, find the target,
+resolve the model, plan, build resources, judge readiness, write status. `fn.py` only
+translates between this and the gRPC messages, so everything here is testable and
+benchmarkable without protobuf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from function import catalog, resources, sizing
+from function.cluster import (
+    CLUSTER_API_VERSION,
+    CLUSTER_KIND,
+    REQUIREMENT,
+    ClusterNotReady,
+    Target,
+    from_cluster,
+    without_cluster,
+)
+from function.spec import (
+    DEFAULT_HF_TOKEN_KEY,
+    DEFAULT_HF_TOKEN_SECRET,
+    LLMSpec,
+    P,
+    SecretRef,
+    SpecError,
+    parse,
+)
+
+# Composition resource names.
+RUNTIME = "vllm-runtime"
+INGRESS = "ingress"
+NAMESPACE = "namespace"
+HF_TOKEN = "hf-token"
+
+# Flags the function sets itself; a user's engine.extraArgs may override them (the last
+# occurrence wins in vLLM's argument parser), and the function says so.
+MANAGED_FLAGS = (
+    "--served-model-name",
+    "--trust-remote-code",
+    "--reasoning-parser",
+    "--runner",
+    "--max-model-len",
+    "--dtype",
+    "--gpu-memory-utilization",
+    "--gpu_memory_utilization",
+    "--tool-call-parser",
+)
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str = ""
+
+
+@dataclass
+class Outcome:
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ready: dict[str, bool] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[Condition] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # name -> {"apiVersion", "kind", "matchName", "namespace"}
+    requirements: dict[str, dict[str, str]] = field(default_factory=dict)
+    fatal: str | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    xr: dict[str, Any]
+    observed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    engine_image: str | None = None  # the Composition's input: the pinned engine image
+    # requirement name -> resources Crossplane found; a name absent here was not asked yet.
+    required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:
+    conditions = _get(obj, "status", "conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, dict) and c.get("type") == typ and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def _keep_observed(inputs: Inputs, out: Outcome) -> None:
+    """Keep what already runs: a missing cluster must not delete a serving model."""
+    for name, obj in inputs.observed.items():
+        out.resources[name] = obj
+
+
+def _target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
+    if spec.cluster_ref is None:
+        return without_cluster(spec)
+    out.requirements[REQUIREMENT] = {
+        "apiVersion": CLUSTER_API_VERSION,
+        "kind": CLUSTER_KIND,
+        "matchName": spec.cluster_ref,
+        "namespace": spec.namespace,
+    }
+    ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
+    if REQUIREMENT not in inputs.required:
+        # First call of the reconcile: Crossplane fetches the cluster and calls again.
+        out.conditions.append(Condition("Cluster", "Unknown", "Resolving", f"looking up {ref}"))
+        return None
+    found = inputs.required[REQUIREMENT]
+    if not found:
+        out.conditions.append(
+            Condition(
+                "Cluster",
+                "False",
+                "NotFound",
+                f"{ref} does not exist; create it or fix {P}.clusterRef.name",
+            )
+        )
+        out.warnings.append(f"{P}.clusterRef.name: {ref} not found; nothing new is composed")
+        _keep_observed(inputs, out)
+        return None
+    try:
+        target = from_cluster(spec, found[0])
+    except ClusterNotReady as e:
+        out.conditions.append(Condition("Cluster", "False", "NotReady", str(e)))
+        _keep_observed(inputs, out)
+        return None
+    g = target.gpu
+    out.conditions.append(
+        Condition(
+            "Cluster",
+            "True",
+            "Found",
+            f"{ref}: {g.per_node} x {g.type or 'GPU'} ({g.memory_gib:g} GiB) per node, "
+            f"ProviderConfig {target.provider_config}",
+        )
+    )
+    return target
+
+
+def _hf_token(spec: LLMSpec, facts: catalog.ModelFacts | None) -> SecretRef | None:
+    if spec.hf_token_secret is not None:
+        return spec.hf_token_secret
+    if facts is not None and facts.gated:
+        return SecretRef(DEFAULT_HF_TOKEN_SECRET, DEFAULT_HF_TOKEN_KEY)
+    return None
+
+
+def _engine_args(
+    spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome
+) -> list[str]:
+    args = ["--served-model-name", spec.model]
+    if facts is not None:
+        if facts.trust_remote_code:
+            args.append("--trust-remote-code")
+        if facts.reasoning_parser:
+            args += ["--reasoning-parser", facts.reasoning_parser]
+        args += list(facts.extra_args)
+    if plan.runner:
+        args += ["--runner", plan.runner]
+    overridden = sorted(
+        {
+            flag
+            for a in spec.engine.extra_args
+            for flag in MANAGED_FLAGS
+            if a == flag or a.startswith(flag + "=")
+        }
+    )
+    if overridden:
+        out.notes.append(
+            f"{P}.engine.extraArgs overrides {', '.join(overridden)} set by the function "
+            "(the last occurrence wins)"
+        )
+    return args + list(spec.engine.extra_args)
+
+
+def _max_model_len(spec: LLMSpec, plan: sizing.Plan, out: Outcome) -> int | None:
+    wanted = spec.engine.max_model_len
+    if wanted is None:
+        return plan.max_model_len or None
+    if plan.fits and plan.max_model_len and wanted > plan.max_model_len:
+        out.warnings.append(
+            f"{P}.engine.maxModelLen: {wanted} tokens do not fit the KV cache of this plan "
+            f"(about {plan.max_model_len} do); vLLM refuses to start when one sequence of "
+            "max-model-len does not fit. Lower it or add GPUs."
+        )
+    return wanted
+
+
+def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
+    facts = catalog.resolve(spec.model)
+    if facts is None:
+        if spec.gpu is None:
+            raise SpecError(
+                f"{P}.model",
+                spec.model,
+                f"{P}.model: {spec.model} is not in the model catalog and its name carries no "
+                "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
+                "the number of GPUs it needs",
+            )
+        return None, sizing.plan_without_facts(spec.gpu, target.gpu), "unknown"
+    source = "estimated" if facts.estimated else "catalog"
+    try:
+        plan = sizing.plan(facts, spec.gpu, target.gpu)
+    except sizing.SizingError as e:
+        raise SpecError(e.field, e.value, e.message) from e
+    return facts, plan, source
+
+
+def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
+    if spec.ingress_host:
+        return f"http://{spec.ingress_host}"
+    return f"http://{service}.{target.namespace}.svc.cluster.local"
+
+
+def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | None:
+    status = (
+        _get(runtime, "status", "atProvider", "manifest", "status")
+        if remote
+        else _get(runtime, "status")
+    )
+    n = _get(status, "availableReplicas")
+    return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
+
+
+def _serving(inputs: Inputs, target: Target, name: str, out: Outcome) -> bool:
+    observed = inputs.observed.get(RUNTIME)
+    remote = target.provider_config is not None
+    available = _available_replicas(observed, remote)
+    ready = _condition_true(observed) if remote else (available is not None and available >= 1)
+    where = f"VLLMRuntime {target.namespace}/{name}" + (
+        f" (Object {observed['metadata'].get('name')})"
+        if remote and observed and isinstance(observed.get("metadata"), dict)
+        else ""
+    )
+    if ready:
+        out.conditions.append(
+            Condition(
+                "Serving", "True", "Available", f"{where}: {available or 1} replica(s) serving"
+            )
+        )
+    elif observed is None:
+        out.conditions.append(
+            Condition("Serving", "False", "Creating", f"waiting for {where} to be created")
+        )
+    else:
+        model_status = _get(observed, "status", "modelStatus") or _get(
+            observed, "status", "atProvider", "manifest", "status", "modelStatus"
+        )
+        detail = f"{available or 0} replica(s) available" + (
+            f", model status {model_status}" if model_status else ""
+        )
+        out.conditions.append(
+            Condition(
+                "Serving",
+                "False",
+                "WaitingForEngine",
+                f"waiting for {where} to report an available replica ({detail}); "
+                "large models take minutes to download and load",
+            )
+        )
+    return ready
+
+
+def _status(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    source: str,
+    runtime: dict[str, Any],
+    image: str,
+    endpoint: str,
+) -> dict[str, Any]:
+    g = plan.gpu
+    s: dict[str, Any] = {
+        "model": spec.model,
+        "modelSource": source,
+        "gpus": plan.gpus,
+        "tensorParallelSize": plan.tensor_parallel_size,
+        "gpuType": g.type or "assumed 80 GiB-class",
+        "gpuMemoryGiB": round(g.memory_gib, 1),
+        "gpuAssumed": g.assumed,
+        "gpuMemoryUtilization": plan.gpu_memory_utilization,
+        "cpu": plan.cpu,
+        "memory": plan.memory,
+        "shmSize": plan.shm_size,
+        "image": image,
+        "engineArgs": resources.engine_command(runtime),
+    }
+    if facts is not None:
+        s |= {
+            "task": facts.task,
+            "weightsGiB": round(plan.weights_gib, 1),
+            "kvCacheGiB": round(plan.kv_cache_gib, 1),
+            "requiredGiB": round(plan.required_gib, 1),
+            "availableGiB": round(plan.available_gib, 1),
+            "fits": plan.fits,
+        }
+    max_len = _get(runtime, "spec", "model", "maxModelLen")
+    if max_len:
+        s["maxModelLen"] = max_len
+    return {"plan": s, "endpoint": endpoint}
+
+
+def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome) -> None:
+    g = plan.gpu
+    where = f"{plan.gpus} x {g.memory_gib:g} GiB" + (" (assumed)" if g.assumed else "")
+    if facts is None:
+        out.conditions.append(
+            Condition(
+                "GPUMemory",
+                "Unknown",
+                "NotEstimated",
+                f"the model is not in the catalog; {where} as requested, not checked",
+            )
+        )
+    elif plan.fits:
+        out.conditions.append(
+            Condition(
+                "GPUMemory",
+                "True",
+                "Fits",
+                f"needs about {plan.required_gib:.0f} GiB; {where} offer "
+                f"{plan.available_gib:.0f} GiB at {plan.gpu_memory_utilization:g} utilisation",
+            )
+        )
+    else:
+        message = " ".join(plan.warnings) or (
+            f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB"
+        )
+        out.conditions.append(Condition("GPUMemory", "False", "InsufficientMemory", message))
+        out.warnings.append(message)
+
+
+def _build(
+    spec: LLMSpec,
+    target: Target,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    image: str,
+    out: Outcome,
+) -> tuple[str, dict[str, Any]]:
+    name = resources.dns_label(spec.name)
+    token = _hf_token(spec, facts)
+    runtime = resources.vllm_runtime(
+        name=name,
+        namespace=target.namespace,
+        model=spec.model,
+        image=image,
+        gpus=plan.gpus,
+        cpu=plan.cpu,
+        memory=plan.memory,
+        shm_size=plan.shm_size,
+        dtype=plan.dtype,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        max_model_len=_max_model_len(spec, plan, out),
+        tool_call_parser=facts.tool_call_parser if facts else None,
+        enable_prefix_caching=plan.enable_prefix_caching,
+        enable_chunked_prefill=plan.enable_chunked_prefill,
+        extra_args=_engine_args(spec, facts, plan, out),
+        env=list(plan.env) + list(spec.engine.env),
+        hf_token=(token.name, token.key) if token else None,
+        node_selector=target.node_selector,
+        tolerations=target.tolerations or None,
+    )
+    manifests: dict[str, dict[str, Any]] = {RUNTIME: runtime}
+    if spec.ingress_host:
+        manifests[INGRESS] = resources.ingress(
+            name=name,
+            namespace=target.namespace,
+            host=spec.ingress_host,
+            service=name,
+            class_name=target.ingress_class,
+            model=spec.model,
+        )
+    if target.provider_config is None:
+        out.resources.update(manifests)
+        return name, runtime
+    # Another cluster: wrap each manifest in a provider-kubernetes Object.
+    pc = target.provider_config
+    out.resources[NAMESPACE] = resources.wrap_in_object(
+        resources.namespace(target.namespace),
+        name=resources.dns_label(f"{spec.name}-namespace"),
+        provider_config=pc,
+        management_policies=resources.NAMESPACE_POLICIES,
+    )
+    if token is not None:
+        secret, refs = resources.copied_secret(
+            name=token.name,
+            namespace=target.namespace,
+            key=token.key,
+            source_name=token.name,
+            source_namespace=spec.namespace,
+        )
+        out.resources[HF_TOKEN] = resources.wrap_in_object(
+            secret,
+            name=resources.dns_label(f"{spec.name}-hf-token"),
+            provider_config=pc,
+            references=refs,
+        )
+    out.resources[RUNTIME] = resources.wrap_in_object(
+        runtime,
+        name=resources.dns_label(f"{spec.name}-runtime"),
+        provider_config=pc,
+        readiness_cel=resources.RUNTIME_READY_CEL,
+        watch=True,
+    )
+    if INGRESS in manifests:
+        out.resources[INGRESS] = resources.wrap_in_object(
+            manifests[INGRESS], name=resources.dns_label(f"{spec.name}-ingress"), provider_config=pc
+        )
+    return name, runtime
+
+
+def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> None:
+    remote = target.provider_config is not None
+    for key in out.resources:
+        observed = inputs.observed.get(key)
+        if key == RUNTIME:
+            out.ready[key] = serving
+        elif remote:
+            out.ready[key] = _condition_true(observed)
+        else:
+            out.ready[key] = observed is not None
+
+
+def compose(inputs: Inputs) -> Outcome:
+    """Decide everything an LLMInference needs. Never raises for bad input: problems become
+    `fatal`, warnings or conditions."""
+    out = Outcome()
+    try:
+        spec = parse(inputs.xr)
+        target = _target(spec, inputs, out)
+        if target is None:
+            return out
+        facts, plan, source = _plan(spec, target)
+    except SpecError as e:
+        out.fatal = e.message
+        return out
+    image = spec.engine.image or inputs.engine_image
+    if not image:
+        out.fatal = (
+            "the Composition passes no engine image (input engine.image) and "
+            f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
+        )
+        return out
+    if facts is not None and facts.estimated:
+        out.notes.append(
+            f"{spec.model} is not in the catalog; its size was estimated from the name"
+        )
+    name, runtime = _build(spec, target, facts, plan, image, out)
+    _memory_condition(facts, plan, out)
+    serving = _serving(inputs, target, name, out)
+    _readiness(inputs, target, serving, out)
+    out.status = _status(spec, facts, plan, source, runtime, image, _endpoint(spec, target, name))
+    return out

@@ -1,0 +1,272 @@
+"""Small builders for the objects an LLMInference composes. Plain dicts in, plain dicts out.
+
+Field names follow the upstream schemas in ../shared/schemas (production-stack VLLMRuntime,
+provider-kubernetes Object) and the Kubernetes API (Ingress, Namespace, Secret).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PART_OF = "dot-inference"
+MODEL_LABEL = "inference.devopstoolkit.ai/model"
+# The production-stack operator serves on this container port and fronts it with a Service on
+# port 80 named after the VLLMRuntime (operator internal/controller/vllmruntime_controller.go).
+ENGINE_PORT = 8000
+SERVICE_PORT = 80
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# Ready means serving: at least one engine replica passed its /health readiness probe.
+RUNTIME_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
+# A namespace we create on a remote cluster may hold things we did not create: never delete it.
+NAMESPACE_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
+
+
+def dns_label(name: str) -> str:
+    """`name` as a DNS-1035 label (Service names): lowercase, [a-z0-9-], starts with a
+    letter, at most 63 characters; a short hash keeps shortened names distinct."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    if not label or not label[0].isalpha():
+        label = f"llm-{label}".rstrip("-")
+    if label == name and len(label) <= 63:
+        return label
+    digest = hashlib.sha256(name.encode()).hexdigest()[:5]
+    return f"{label[:57].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "--", text)[:63]
+    return value.strip("._-")
+
+
+def split_image(image: str) -> tuple[str, str]:
+    """`docker.io/lmcache/vllm-openai:v1` -> (`docker.io`, `lmcache/vllm-openai:v1`): the
+    operator joins registry and name with `/`."""
+    registry, _, name = image.partition("/")
+    return registry, name
+
+
+def labels(name: str, model: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/component": "engine",
+        MODEL_LABEL: label_value(model),
+    }
+
+
+def vllm_runtime(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    gpus: int,
+    cpu: str,
+    memory: str,
+    shm_size: str,
+    dtype: str,
+    gpu_memory_utilization: float,
+    max_model_len: int | None,
+    tool_call_parser: str | None,
+    enable_prefix_caching: bool,
+    enable_chunked_prefill: bool,
+    extra_args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    hf_token: tuple[str, str] | None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A production-stack `VLLMRuntime` (one replica)."""
+    registry, image_name = split_image(image)
+    model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
+    if max_model_len:
+        model_spec["maxModelLen"] = max_model_len
+    if tool_call_parser:
+        model_spec["enableTool"] = True
+        model_spec["toolCallParser"] = tool_call_parser
+    if hf_token:
+        model_spec["hfTokenSecret"] = {
+            "hfTokenSecretName": hf_token[0],
+            "hfTokenKeyName": hf_token[1],
+        }
+    vllm_config: dict[str, Any] = {
+        # The operator sets VLLM_USE_V1=0 unless v1 is true; vLLM's V0 engine is gone.
+        "v1": True,
+        "port": ENGINE_PORT,
+        "gpuMemoryUtilization": f"{gpu_memory_utilization:g}",
+        # The operator passes --no-enable-* when these are false: state them explicitly.
+        "enablePrefixCaching": enable_prefix_caching,
+        "enableChunkedPrefill": enable_chunked_prefill,
+    }
+    if gpus > 1:
+        vllm_config["tensorParallelSize"] = gpus
+    if extra_args:
+        vllm_config["extraArgs"] = list(extra_args)
+    if env:
+        vllm_config["env"] = [{"name": k, "value": v} for k, v in env]
+    deployment: dict[str, Any] = {
+        "replicas": 1,
+        # A rolling update needs a second set of GPUs that a GPU pool rarely has free.
+        "deploymentStrategy": "Recreate",
+        "image": {"registry": registry, "name": image_name},
+        "resources": {"cpu": cpu, "memory": memory, "gpu": str(gpus)},
+        "shmSize": shm_size,
+        "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+    }
+    if node_selector:
+        deployment["nodeSelectorTerms"] = [
+            {
+                "matchExpressions": [
+                    {"key": k, "operator": "In", "values": [v]}
+                    for k, v in sorted(node_selector.items())
+                ]
+            }
+        ]
+    return {
+        "apiVersion": "production-stack.vllm.ai/v1alpha1",
+        "kind": "VLLMRuntime",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(name, model)},
+        "spec": {"model": model_spec, "vllmConfig": vllm_config, "deploymentConfig": deployment},
+    }
+
+
+def engine_command(runtime: Mapping[str, Any]) -> list[str]:
+    """The `vllm serve` command line the operator builds from a VLLMRuntime (same order as
+    its controller), for status: what will actually run."""
+    spec = runtime["spec"]
+    model, cfg = spec["model"], spec["vllmConfig"]
+    args = ["vllm", "serve", model["modelURL"], "--host", "0.0.0.0", "--port", str(cfg["port"])]
+    if model.get("enableTool"):
+        args.append("--enable-auto-tool-choice")
+    if model.get("toolCallParser"):
+        args += ["--tool-call-parser", model["toolCallParser"]]
+    args.append(
+        "--enable-chunked-prefill"
+        if cfg.get("enableChunkedPrefill")
+        else "--no-enable-chunked-prefill"
+    )
+    args.append(
+        "--enable-prefix-caching"
+        if cfg.get("enablePrefixCaching")
+        else "--no-enable-prefix-caching"
+    )
+    if model.get("maxModelLen"):
+        args += ["--max-model-len", str(model["maxModelLen"])]
+    if model.get("dtype"):
+        args += ["--dtype", model["dtype"]]
+    if cfg.get("tensorParallelSize"):
+        args += ["--tensor-parallel-size", str(cfg["tensorParallelSize"])]
+    if cfg.get("gpuMemoryUtilization"):
+        args += ["--gpu_memory_utilization", cfg["gpuMemoryUtilization"]]
+    return args + list(cfg.get("extraArgs", []))
+
+
+def ingress(
+    *, name: str, namespace: str, host: str, service: str, class_name: str | None, model: str
+) -> dict[str, Any]:
+    """An Ingress routing every path of `host` to the engine's Service."""
+    spec: dict[str, Any] = {
+        "rules": [
+            {
+                "host": host,
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {
+                                "service": {"name": service, "port": {"number": SERVICE_PORT}}
+                            },
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    if class_name:
+        spec["ingressClassName"] = class_name
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(name, model)},
+        "spec": spec,
+    }
+
+
+def namespace(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+    }
+
+
+def secret_field_path(key: str) -> str:
+    """A fieldpath to `data.<key>` that survives dots in the key."""
+    return f"data.{key}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else f"data[{key}]"
+
+
+def copied_secret(
+    *, name: str, namespace: str, key: str, source_name: str, source_namespace: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A Secret for the target cluster and the Object references that copy one key into it
+    from a Secret on the control plane, so no token is ever written into a manifest."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": PART_OF},
+        },
+    }
+    path = secret_field_path(key)
+    references = [
+        {
+            "patchesFrom": {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "name": source_name,
+                "namespace": source_namespace,
+                "fieldPath": path,
+            },
+            "toFieldPath": path,
+        }
+    ]
+    return manifest, references
+
+
+def wrap_in_object(
+    manifest: Mapping[str, Any],
+    *,
+    name: str,
+    provider_config: str,
+    readiness_cel: str | None = None,
+    management_policies: Sequence[str] | None = None,
+    references: Sequence[Mapping[str, Any]] | None = None,
+    watch: bool = False,
+) -> dict[str, Any]:
+    """A namespaced provider-kubernetes `Object` that applies `manifest` on another cluster."""
+    spec: dict[str, Any] = {
+        "forProvider": {"manifest": dict(manifest)},
+        "providerConfigRef": {"kind": "ProviderConfig", "name": provider_config},
+    }
+    if readiness_cel:
+        spec["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": readiness_cel}
+    if management_policies:
+        spec["managementPolicies"] = list(management_policies)
+    if references:
+        spec["references"] = [dict(r) for r in references]
+    if watch:
+        spec["watch"] = True
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": spec,
+    }

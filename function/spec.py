@@ -1,0 +1,252 @@
+"""The LLMInference spec as plain data, with the semantic checks a schema cannot make.
+
+The XRD already rejects wrong types and shapes; this module still checks everything it reads,
+because the function must answer clearly for any input (an XR applied before the XRD was
+updated, a render of a hand-written file, a fuzzer). Every problem is a `SpecError` that
+names the field, the value and what would work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+HF_REPO_ID = re.compile(
+    r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+MAX_GPUS = 16
+# Hugging Face limits each part of a repo id to 96 characters (huggingface_hub validate_repo_id).
+MAX_REPO_PART = 96
+
+DEFAULT_HF_TOKEN_SECRET = "hf-token"
+DEFAULT_HF_TOKEN_KEY = "token"
+P = "spec.parameters"
+
+
+class SpecError(Exception):
+    """A spec problem: which field, which value, and what would work."""
+
+    def __init__(self, field: str, value: object, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class EngineOverrides:
+    image: str | None = None
+    max_model_len: int | None = None
+    extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    name: str
+    namespace: str
+    model: str
+    gpu: int | None = None
+    ingress_host: str | None = None
+    provider_config_name: str | None = None
+    target_namespace: str | None = None
+    cluster_ref: str | None = None
+    hf_token_secret: SecretRef | None = None  # only when given explicitly
+    engine: EngineOverrides = field(default_factory=EngineOverrides)
+
+    @property
+    def remote(self) -> bool:
+        """True when resources go to another cluster through provider-kubernetes Objects."""
+        return self.provider_config_name is not None or self.cluster_ref is not None
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _optional_str(params: dict, key: str, pattern: re.Pattern[str], what: str) -> str | None:
+    if key not in params or params[key] is None:
+        return None
+    value = params[key]
+    if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
+        raise SpecError(f"{P}.{key}", value, f"{P}.{key}: {_short(value)} is not {what}")
+    return value
+
+
+def _model(params: dict) -> str:
+    value = params.get("model")
+    if value is None or value == "":
+        raise SpecError(
+            f"{P}.model",
+            value,
+            f"{P}.model is required: a Hugging Face model id such as Qwen/Qwen2.5-1.5B-Instruct",
+        )
+    if (
+        not isinstance(value, str)
+        or not HF_REPO_ID.match(value)
+        or any(len(part) > MAX_REPO_PART for part in value.split("/"))
+    ):
+        raise SpecError(
+            f"{P}.model",
+            value,
+            f"{P}.model: {_short(value)} is not a Hugging Face model id; write it as org/name, "
+            "e.g. Qwen/Qwen2.5-1.5B-Instruct",
+        )
+    return value
+
+
+def _gpu(params: dict) -> int | None:
+    value = params.get("gpu")
+    if value is None:
+        return None
+    # JSON numbers arrive as floats through protobuf Structs: accept 2.0, reject 2.5 and bools.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+        raise SpecError(
+            f"{P}.gpu",
+            value,
+            f"{P}.gpu: {_short(value)} is not a GPU count; use a whole number from 1 to "
+            f"{MAX_GPUS}, or omit it to let the function choose",
+        )
+    return value
+
+
+def _hf_token(params: dict) -> SecretRef | None:
+    ref = params.get("hfTokenSecretRef")
+    if ref is None:
+        return None
+    f = f"{P}.hfTokenSecretRef"
+    if not isinstance(ref, dict):
+        raise SpecError(f, ref, f"{f} must be an object with name (and optionally key)")
+    name = ref.get("name")
+    if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
+        raise SpecError(f"{f}.name", name, f"{f}.name: {_short(name)} is not a Secret name")
+    key = ref.get("key", DEFAULT_HF_TOKEN_KEY)
+    if not isinstance(key, str) or not SECRET_KEY.match(key):
+        raise SpecError(f"{f}.key", key, f"{f}.key: {_short(key)} is not a Secret key")
+    return SecretRef(name=name, key=key)
+
+
+def _engine(params: dict) -> EngineOverrides:
+    engine = params.get("engine")
+    if engine is None:
+        return EngineOverrides()
+    f = f"{P}.engine"
+    if not isinstance(engine, dict):
+        raise SpecError(f, engine, f"{f} must be an object (image, maxModelLen, extraArgs, env)")
+    image = engine.get("image")
+    if image is not None and (not isinstance(image, str) or not image.strip() or " " in image):
+        raise SpecError(
+            f"{f}.image", image, f"{f}.image: {_short(image)} is not an image reference"
+        )
+    if isinstance(image, str) and "/" not in image:
+        raise SpecError(
+            f"{f}.image",
+            image,
+            f"{f}.image: {image} needs a registry and repository, e.g. "
+            "docker.io/lmcache/vllm-openai:<tag>",
+        )
+    max_len = engine.get("maxModelLen")
+    if isinstance(max_len, float) and max_len.is_integer():
+        max_len = int(max_len)
+    if max_len is not None and (
+        isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 128
+    ):
+        raise SpecError(
+            f"{f}.maxModelLen",
+            max_len,
+            f"{f}.maxModelLen: {_short(max_len)} is not a context length; use a whole number "
+            "of tokens, at least 128",
+        )
+    args = engine.get("extraArgs") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) and a for a in args):
+        raise SpecError(f"{f}.extraArgs", args, f"{f}.extraArgs must be a list of strings")
+    env_items = engine.get("env") or []
+    env: list[tuple[str, str]] = []
+    if not isinstance(env_items, list):
+        raise SpecError(f"{f}.env", env_items, f"{f}.env must be a list of {{name, value}}")
+    for i, item in enumerate(env_items):
+        name = item.get("name") if isinstance(item, dict) else None
+        value = item.get("value") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not ENV_NAME.match(name) or not isinstance(value, str):
+            raise SpecError(
+                f"{f}.env[{i}]",
+                item,
+                f"{f}.env[{i}]: {_short(item)} must be {{name, value}} with a variable name "
+                "such as HF_HUB_OFFLINE and a string value",
+            )
+        env.append((name, value))
+    return EngineOverrides(
+        image=image, max_model_len=max_len, extra_args=tuple(args), env=tuple(env)
+    )
+
+
+def parse(xr: dict[str, Any]) -> LLMSpec:
+    """Read an observed LLMInference into an LLMSpec, or raise SpecError."""
+    metadata = xr.get("metadata") if isinstance(xr.get("metadata"), dict) else {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError("metadata.name", name, "the LLMInference has no metadata.name")
+    namespace = metadata.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        namespace = "default"
+    spec = xr.get("spec")
+    params = spec.get("parameters") if isinstance(spec, dict) else None
+    if not isinstance(params, dict):
+        raise SpecError(
+            P, params, f"{P} is required, with at least model (a Hugging Face model id)"
+        )
+    provider_config = _optional_str(
+        params, "providerConfigName", DNS_SUBDOMAIN, "a ProviderConfig name"
+    )
+    target_ns = _optional_str(params, "targetNamespace", DNS_LABEL, "a namespace name")
+    if target_ns is not None and provider_config is None and "clusterRef" not in params:
+        raise SpecError(
+            f"{P}.targetNamespace",
+            target_ns,
+            f"{P}.targetNamespace applies only with providerConfigName or clusterRef; without "
+            "them, resources are composed into the LLMInference's own namespace",
+        )
+    cluster_ref = None
+    if params.get("clusterRef") is not None:
+        ref = params["clusterRef"]
+        cname = ref.get("name") if isinstance(ref, dict) else None
+        if not isinstance(cname, str) or not DNS_SUBDOMAIN.match(cname):
+            raise SpecError(
+                f"{P}.clusterRef.name",
+                cname,
+                f"{P}.clusterRef.name: {_short(cname)} is not the name of an InferenceCluster",
+            )
+        if provider_config is not None:
+            raise SpecError(
+                f"{P}.clusterRef",
+                cname,
+                f"{P}.clusterRef and {P}.providerConfigName are exclusive: clusterRef already "
+                "names the cluster's ProviderConfig",
+            )
+        cluster_ref = cname
+    return LLMSpec(
+        name=name,
+        namespace=namespace,
+        model=_model(params),
+        gpu=_gpu(params),
+        ingress_host=_optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name"),
+        provider_config_name=provider_config,
+        target_namespace=target_ns,
+        cluster_ref=cluster_ref,
+        hf_token_secret=_hf_token(params),
+        engine=_engine(params),
+    )
