@@ -1,0 +1,1 @@
+"""Offline tooling for dot-inference: render, validate, generate."""

@@ -1,0 +1,1 @@
+"""The LLMInference composition function."""
