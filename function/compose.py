@@ -339,11 +339,11 @@ def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: 
             )
         )
     else:
-        message = " ".join(plan.warnings) or (
-            f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB"
+        message = next(
+            (w for w in plan.warnings if "needs about" in w),
+            f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB",
         )
         out.conditions.append(Condition("GPUMemory", "False", "InsufficientMemory", message))
-        out.warnings.append(message)
 
 
 def _build(
@@ -458,9 +458,11 @@ def compose(inputs: Inputs) -> Outcome:
             f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
         )
         return out
-    if facts is not None and facts.estimated:
-        out.notes.append(
-            f"{spec.model} is not in the catalog; its size was estimated from the name"
+    out.warnings.extend(plan.warnings)
+    if facts is None:
+        out.warnings.append(
+            f"{spec.model} is not in the catalog and its name carries no size: deployed on "
+            f"the {plan.gpus} GPU(s) asked for, GPU memory not checked"
         )
     name, runtime = _build(spec, target, facts, plan, image, out)
     _memory_condition(facts, plan, out)

@@ -1,0 +1,194 @@
+"""Benchmarks: latency per call (p50/p99), calls per second and memory, per example.
+
+  ./task bench                    # everything
+  ./task bench -- --calls 200     # fewer calls
+  ./task bench -- --only function-inprocess
+
+Figures are printed, not asserted: compare them run to run on the same machine.
+- function-inprocess: FunctionRunner.RunFunction awaited directly (no gRPC).
+- function-grpc: the function served by `python -m function.main --insecure` on loopback,
+  called through a gRPC channel, as Crossplane calls it.
+- kcl-step: the InferenceCluster function-kcl step (kcl-lib), per provider example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import yaml
+from crossplane.function import resource as fnresource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dot_inference import render  # noqa: E402
+
+
+def _examples(kind: str) -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == kind:
+                out.append((path.name, doc))
+    return out
+
+
+def _request(xr: dict, step_input: dict | None, required: dict[str, list[dict]] | None = None):
+    req = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=fnresource.dict_to_struct(xr)))
+    )
+    if step_input is not None:
+        req.input.CopyFrom(fnresource.dict_to_struct(step_input))
+    for name, items in (required or {}).items():
+        req.required_resources[name].CopyFrom(
+            fnv1.Resources(
+                items=[fnv1.Resource(resource=fnresource.dict_to_struct(i)) for i in items]
+            )
+        )
+    return req
+
+
+def _step_input(composition: dict, function_name: str) -> dict | None:
+    for step in composition["spec"]["pipeline"]:
+        if step["functionRef"]["name"] == function_name:
+            return step.get("input")
+    return None
+
+
+def _measure(call: Callable[[], object], calls: int) -> dict[str, float]:
+    for _ in range(min(20, calls)):  # warm-up
+        call()
+    gc.collect()
+    tracemalloc.start()
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(calls):
+        t = time.perf_counter()
+        call()
+        latencies.append(time.perf_counter() - t)
+    total = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    latencies.sort()
+    return {
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "calls_per_s": calls / total,
+        "peak_alloc_kib": peak / 1024,
+    }
+
+
+def _print(section: str, name: str, m: dict[str, float]) -> None:
+    print(
+        f"{section:<20} {name:<34} p50 {m['p50_ms']:8.3f} ms   p99 {m['p99_ms']:8.3f} ms   "
+        f"{m['calls_per_s']:9.1f} calls/s   peak alloc {m['peak_alloc_kib']:8.1f} KiB"
+    )
+
+
+def bench_function_inprocess(calls: int) -> None:
+    from function.fn import FunctionRunner
+
+    pkg = render.load_package(ROOT / "package")
+    runner = FunctionRunner()
+    loop = asyncio.new_event_loop()
+    for name, xr in _examples("LLMInference"):
+        comp = render.select_composition(pkg, xr)
+        req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"))
+        m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
+        _print("function-inprocess", name, m)
+    loop.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_function_grpc(calls: int) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "function.main", "--insecure", "--address", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+        pkg = render.load_package(ROOT / "package")
+        for name, xr in _examples("LLMInference"):
+            comp = render.select_composition(pkg, xr)
+            req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"))
+            m = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
+            _print("function-grpc", name, m)
+        rss = _rss_kib(server.pid)
+        if rss is not None:
+            print(
+                f"{'function-grpc':<20} server resident memory after the run: {rss / 1024:.1f} MiB"
+            )
+        channel.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _rss_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def bench_kcl_step(calls: int) -> None:
+    from dot_inference import kcl_function
+
+    pkg = render.load_package(ROOT / "package")
+    for name, xr in _examples("InferenceCluster"):
+        comp = render.select_composition(pkg, xr)
+        req = _request(xr, _step_input(comp, "crossplane-contrib-function-kcl"))
+        m = _measure(lambda req=req: kcl_function.run(req), calls)
+        _print("kcl-step", name, m)
+
+
+BENCHES = {
+    "function-inprocess": bench_function_inprocess,
+    "function-grpc": bench_function_grpc,
+    "kcl-step": bench_kcl_step,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000, help="calls per example")
+    parser.add_argument("--kcl-calls", type=int, default=50, help="calls per KCL example")
+    parser.add_argument("--only", choices=sorted(BENCHES), action="append")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pid {os.getpid()}")
+    for name in args.only or list(BENCHES):
+        BENCHES[name](args.kcl_calls if name == "kcl-step" else args.calls)
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"benchmark process peak resident memory: {maxrss / 1024:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

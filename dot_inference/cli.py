@@ -1,0 +1,363 @@
+"""`dot-inference`: render, validate and generate, offline.
+
+Exit codes: 0 success; 1 a pipeline returned a fatal result, validation found problems,
+or generated files are stale; 2 the command could not run (bad input, missing file, no
+Composition). Every failure is one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "package"
+
+
+class CLIError(Exception):
+    """A failure reported as one line and exit code 2."""
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"dot-inference: {message}", err=True)
+    sys.exit(code)
+
+
+class _Group(click.Group):
+    """Report usage errors and unexpected exceptions as one line, never a traceback."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            _fail("aborted", 130)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except BrokenPipeError:
+            # The reader went away (`| head`): stop quietly, without a second error at exit.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            sys.exit(1)
+        if isinstance(rv, int):
+            sys.exit(rv)
+        sys.exit(0)
+
+
+@click.group(cls=_Group)
+def cli() -> None:
+    """Offline tooling for the dot-inference Crossplane Configuration."""
+
+
+# --------------------------------------------------------------------------- render
+
+
+@dataclass
+class _Job:
+    path: Path
+    xr: dict
+
+
+def _render_module() -> Any:
+    from dot_inference import render
+
+    return render
+
+
+def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
+    rmod = _render_module()
+    if not target.exists():
+        raise CLIError(f"{target}: no such file or directory")
+    directory = target.is_dir()
+    jobs: list[_Job] = []
+    for path in rmod.yaml_files(target):
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise CLIError(f"{path}: cannot read: {e.strerror or e}") from e
+        for doc in rmod.load_yaml_documents(text, str(path)):
+            if is_xr(doc):
+                jobs.append(_Job(path, doc))
+    if not jobs:
+        what = "no file in it holds" if directory else "it holds no"
+        raise CLIError(
+            f"{target}: {what} composite resource that a Composition in the package composes"
+        )
+    return jobs, directory
+
+
+def _load_many(paths: tuple[Path, ...]) -> list[dict]:
+    rmod = _render_module()
+    objs: list[dict] = []
+    for p in paths:
+        objs.extend(rmod.load_objects(p))
+    return objs
+
+
+def _validator() -> Any:
+    try:
+        from dot_inference.validate import validate_objects
+    except ImportError as e:
+        raise CLIError(f"validation is not available: {e}") from e
+    return validate_objects
+
+
+def _print_problems(report: Any) -> bool:
+    bad = False
+    for name, errors in report.invalid:
+        bad = True
+        for err in errors or ["invalid"]:
+            click.echo(f"dot-inference: invalid: {name}: {err}", err=True)
+    for name in report.no_schema:
+        bad = True
+        click.echo(f"dot-inference: no schema: {name}", err=True)
+    return bad
+
+
+@cli.command("render")
+@click.argument("target", metavar="XR.yaml|DIR", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--observed-resources",
+    type=click.Path(path_type=Path),
+    help="YAML file or directory of observed composed resources.",
+)
+@click.option(
+    "-e",
+    "--required-resources",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    help="YAML file or directory of resources functions may require (repeatable).",
+)
+@click.option(
+    "--extra-resources",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    help="Deprecated alias of --required-resources.",
+)
+@click.option(
+    "-r",
+    "--include-function-results",
+    is_flag=True,
+    help="Print function results as kind: Result documents.",
+)
+@click.option(
+    "-c", "--include-context", is_flag=True, help="Print the pipeline context as kind: Context."
+)
+@click.option(
+    "--package",
+    "package_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Configuration package directory (default: the repository's package/).",
+)
+@click.option(
+    "--composition",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Use this Composition instead of selecting one from the package.",
+)
+@click.option(
+    "--validate",
+    is_flag=True,
+    help="Validate the rendered objects against their schemas; exit 1 on problems.",
+)
+def render_cmd(
+    target: Path,
+    observed_resources: Path | None,
+    required_resources: tuple[Path, ...],
+    extra_resources: tuple[Path, ...],
+    include_function_results: bool,
+    include_context: bool,
+    package_dir: Path | None,
+    composition: Path | None,
+    validate: bool,
+) -> int:
+    """Render composite resources offline, printing what `crossplane render` prints.
+
+    XR.yaml renders the composite resources in one file; DIR renders every file below it
+    that holds composite resources a Composition in the package composes (other files,
+    such as functions.yaml, are skipped), each block preceded by a `# <path>` line.
+    """
+    try:
+        return _render(
+            target,
+            observed_resources,
+            required_resources + extra_resources,
+            include_function_results,
+            include_context,
+            package_dir,
+            composition,
+            validate,
+        )
+    except CLIError as e:
+        _fail(str(e))
+    except BrokenPipeError:
+        raise
+    except Exception as e:
+        rmod = sys.modules.get("dot_inference.render")
+        if rmod is not None and isinstance(e, rmod.RenderError):
+            _fail(str(e))
+        if isinstance(e, OSError):
+            _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+        _fail(f"internal error: {type(e).__name__}: {e}")
+
+
+def _render(
+    target: Path,
+    observed_path: Path | None,
+    required_paths: tuple[Path, ...],
+    include_function_results: bool,
+    include_context: bool,
+    package_dir: Path | None,
+    composition_path: Path | None,
+    validate: bool,
+) -> int:
+    rmod = _render_module()
+    validate_objects = _validator() if validate else None
+    package_dir = package_dir or PACKAGE_DIR
+    forced: dict | None = None
+    if composition_path is not None:
+        comps = [o for o in rmod.load_objects(composition_path) if o.get("kind") == "Composition"]
+        if len(comps) != 1:
+            raise CLIError(
+                f"{composition_path}: expected exactly one Composition, found {len(comps)}"
+            )
+        forced = comps[0]
+        pkg = rmod.load_package(package_dir) if package_dir.is_dir() else rmod.Package()
+    else:
+        pkg = rmod.load_package(package_dir)
+        if not pkg.compositions:
+            raise CLIError(f"{package_dir}: the package has no Compositions")
+
+    def is_xr(doc: Any) -> bool:
+        if forced is not None:
+            return rmod.handles(forced, doc)
+        return rmod.is_handled_xr(pkg, doc)
+
+    jobs, directory = _collect_jobs(target, is_xr)
+    observed = rmod.load_objects(observed_path) if observed_path is not None else []
+    required = _load_many(required_paths)
+    runners = rmod.default_runners()
+
+    chunks: list[str] = []
+    rendered: list[dict] = []
+    fatal = False
+    for job in jobs:
+        xr = job.xr
+        comp = forced if forced is not None else rmod.select_composition(pkg, xr)
+        obs = observed
+        if directory:
+            # Observed resources of other XRs in the directory are not this XR's.
+            name = (xr.get("metadata") or {}).get("name")
+            obs = [
+                o
+                for o in observed
+                if ((o.get("metadata") or {}).get("labels") or {}).get(
+                    "crossplane.io/composite", name
+                )
+                == name
+            ]
+        result = rmod.render(
+            xr,
+            comp,
+            runners,
+            xrd=rmod.find_xrd(pkg, xr),
+            observed=obs,
+            required=required,
+        )
+        if result.fatal is not None:
+            fatal = True
+            meta = xr.get("metadata") or {}
+            click.echo(
+                f"dot-inference: {xr.get('kind')}/{meta.get('name')}: {result.fatal}", err=True
+            )
+            continue
+        objs = result.objects(
+            include_function_results=include_function_results, include_context=include_context
+        )
+        rendered.extend([result.xr, *result.composed])
+        if directory:
+            chunks.append(f"# {job.path}\n")
+        chunks.append(rmod.dump_stream(objs))
+
+    click.echo("".join(chunks), nl=False)
+
+    if validate_objects is not None and rendered and _print_problems(validate_objects(rendered)):
+        return 1
+    return 1 if fatal else 0
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@cli.command("validate")
+@click.argument("source", metavar="FILE|DIR|-", type=click.Path(path_type=Path, allow_dash=True))
+def validate_cmd(source: Path) -> int:
+    """Validate Kubernetes objects against the upstream schemas.
+
+    Reads a YAML file, a directory of YAML files, or `-` for standard input. Documents of
+    `crossplane render`'s own kinds (render.crossplane.io Result, Context) are skipped.
+    """
+    try:
+        rmod = _render_module()
+        if str(source) == "-":
+            objs = rmod.load_yaml_documents(sys.stdin.read(), "<stdin>")
+            for doc in objs:
+                if not isinstance(doc, dict):
+                    raise CLIError(
+                        f"<stdin>: expected Kubernetes objects, found a {type(doc).__name__}"
+                    )
+        else:
+            objs = rmod.load_objects(source)
+        objs = [
+            o for o in objs if not str(o.get("apiVersion", "")).startswith("render.crossplane.io/")
+        ]
+        report = _validator()(objs)
+    except CLIError as e:
+        _fail(str(e))
+    except Exception as e:
+        rmod = sys.modules.get("dot_inference.render")
+        if rmod is not None and isinstance(e, rmod.RenderError):
+            _fail(str(e))
+        _fail(f"internal error: {type(e).__name__}: {e}")
+
+    for name in report.valid:
+        click.echo(f"valid: {name}")
+    bad = _print_problems(report)
+    summary = (
+        f"{len(report.valid)} valid, {len(report.invalid)} invalid, "
+        f"{len(report.no_schema)} without a schema"
+    )
+    click.echo(summary, err=bad)
+    return 1 if bad or not report.ok else 0
+
+
+# --------------------------------------------------------------------------- generate
+
+
+@cli.command("generate")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if package/ is stale.")
+def generate_cmd(check: bool) -> int:
+    """Generate package/ from the KCL sources in kcl/."""
+    try:
+        from dot_inference.generate import generate
+
+        return int(generate(check=check))
+    except Exception as e:
+        _fail(f"generate: {type(e).__name__}: {e}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

@@ -1,0 +1,526 @@
+"""Model facts: the catalog in ``catalog.yaml`` and estimates read from a model id.
+
+``lookup`` finds a Hugging Face id in the catalog (case-insensitive, aliases included).
+``estimate_from_name`` reads what it can from an id that is not in the catalog:
+
+- Size: ``1.5B``, ``70b``, ``270M``; MoE ``8x7B`` (total = 8 x 7 = 56B, active = 2 x 7 = 14B:
+  the shared attention and embeddings are counted once per expert, so the total over-estimates
+  a real Mixtral-8x7B's 46.7B by about 20 %, which errs on the side of more memory; top-2
+  routing as in Mixtral); ``30B-A3B`` (total 30B, active 3B). Sizes outside 0.01B..2000B, or
+  an active size above the total, make the id unreadable.
+- Precision: ``FP8``; ``AWQ``/``GPTQ``/``int4``/``4bit``/``w4a16`` -> int4; ``int8``/``w8a8`` ->
+  int8; ``MXFP4``; ``bf16``/``fp16``/``fp32``. Otherwise the family's precision, else bf16.
+- Task: ``bge``, ``e5``, ``gte``, ``mxbai``, ``minilm``, anything with ``embed`` in the name, or
+  the ``sentence-transformers`` org -> embed; or the task of the recognised family.
+- Shape (layers, heads, KV heads, head dim): from the ``estimation`` table of ``catalog.yaml``,
+  a documented model of comparable size (MoE models by their active size). Encoder embedding
+  models below 1B use BERT-style rows (small / base / large).
+- Family: the catalog family whose ``match`` prefix is the longest prefix of the id (e.g. an
+  unknown ``Qwen/Qwen2.5-Coder-7B-Instruct`` gets qwen2.5's hermes tool parser). The context
+  length is the smallest context of that family (vLLM rejects a max_model_len above the
+  model's own), or a low default for unknown families.
+
+An id with no readable size that is not an embedding model gives ``None``. Nothing here raises
+for any input: the catalog file itself is validated when it is first loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
+
+GIB = 1024**3
+GB = 1000**3
+
+# Bytes of GPU memory one parameter takes. 4-bit formats carry group scales and keep
+# embeddings/attention in 16-bit: Kimi-K2.5 (595 GB / 1.04T) and gpt-oss-120b (65.3 GB / 117B)
+# both come out near 4.5 bits per parameter. fp32 checkpoints are counted at 4 bytes: vLLM
+# keeps float32 for fp32 pooling checkpoints, and generative fp32 checkpoints are rare.
+BYTES_PER_PARAM: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5625,
+    "mxfp4": 0.5625,
+}
+
+MIN_PARAMS_B = 0.01
+MAX_PARAMS_B = 2000.0
+MAX_ID_LENGTH = 256
+
+Task = Literal["generate", "embed"]
+
+
+class CatalogError(ValueError):
+    """catalog.yaml is malformed (a developer error, caught by the tests)."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    id: str
+    family: str
+    task: Task
+    total_params_b: float
+    active_params_b: float
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    precision: str
+    context_length: int
+    gated: bool
+    trust_remote_code: bool
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    extra_args: tuple[str, ...]
+    weights_gib: float
+    kv_bytes_per_token: int
+    min_vram_gib: float | None
+    sources: tuple[str, ...]
+    estimated: bool
+
+
+@dataclass(frozen=True)
+class _Family:
+    name: str
+    match: tuple[str, ...]
+    task: Task
+    gated: bool
+    trust_remote_code: bool
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    extra_args: tuple[str, ...]
+    precision: str
+    min_context_length: int
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Band:
+    max_params_b: float
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    like: str
+    source: str
+    name: str = ""
+    params_b: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    models: dict[str, ModelFacts]  # lower-cased id or alias -> facts
+    ids: tuple[str, ...]
+    families: tuple[_Family, ...]
+    dense: tuple[_Band, ...]
+    encoder: tuple[_Band, ...]
+    default_context: dict[str, int]
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def kv_bytes_per_token(
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+) -> int:
+    """KV cache bytes per token at 16-bit KV, all layers (one copy).
+
+    GQA/MHA: K and V, ``2 * layers * kv_heads * head_dim * 2`` bytes.
+    MLA (DeepSeek-V3, Kimi K2): one compressed latent plus the rope key,
+    ``(kv_lora_rank + qk_rope_head_dim) * layers * 2`` bytes.
+    """
+    if kv_lora_rank is not None and qk_rope_head_dim is not None:
+        return (kv_lora_rank + qk_rope_head_dim) * layers * 2
+    return 2 * layers * kv_heads * head_dim * 2
+
+
+def weights_gib(total_params_b: float, precision: str, checkpoint_gb: float | None = None) -> float:
+    """GPU memory of the weights: the checkpoint's size when known, else params x bytes."""
+    if checkpoint_gb is not None:
+        return checkpoint_gb * GB / GIB
+    return total_params_b * 1e9 * BYTES_PER_PARAM[precision] / GIB
+
+
+# --------------------------------------------------------------------------- loading
+
+_FAMILY_KEYS = (
+    "task",
+    "gated",
+    "trust_remote_code",
+    "tool_call_parser",
+    "reasoning_parser",
+    "extra_args",
+    "precision",
+    "context_length",
+)
+
+
+def _req(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    value = entry.get(key)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+        raise CatalogError(f"{where}: {key} must be a {kind.__name__}, got {value!r}")
+    if kind in (int, float) and not (value > 0 and math.isfinite(value)):
+        raise CatalogError(f"{where}: {key} must be positive, got {value!r}")
+    return value
+
+
+def _opt_str(entry: dict[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not (isinstance(value, str) and value):
+        raise CatalogError(f"{where}: {key} must be a non-empty string or null, got {value!r}")
+    return value
+
+
+def _str_tuple(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise CatalogError(f"{where}: {key} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> ModelFacts:
+    merged = {k: fam.get(k) for k in _FAMILY_KEYS}
+    merged.update(entry)
+    where = f"catalog.yaml {family}/{entry.get('id')!r}"
+    model_id = _req(merged, "id", str, where)
+    task = merged.get("task")
+    if task not in ("generate", "embed"):
+        raise CatalogError(f"{where}: task must be generate or embed, got {task!r}")
+    precision = merged.get("precision")
+    if precision not in BYTES_PER_PARAM:
+        raise CatalogError(f"{where}: unknown precision {precision!r}")
+    total = _req(merged, "total_params_b", float, where)
+    active = float(merged.get("active_params_b", total))
+    if not 0 < active <= total:
+        raise CatalogError(f"{where}: active_params_b must be in (0, total_params_b]")
+    layers = _req(merged, "layers", int, where)
+    heads = _req(merged, "attention_heads", int, where)
+    kv_heads = _req(merged, "kv_heads", int, where)
+    head_dim = _req(merged, "head_dim", int, where)
+    if heads % kv_heads:
+        raise CatalogError(f"{where}: attention_heads {heads} not divisible by kv_heads {kv_heads}")
+    attention = merged.get("attention", "gqa")
+    if attention == "mla":
+        rank = _req(merged, "kv_lora_rank", int, where)
+        rope = _req(merged, "qk_rope_head_dim", int, where)
+        if kv_heads != 1:
+            raise CatalogError(f"{where}: MLA models carry kv_heads 1 (one shared latent)")
+        kv_bytes = kv_bytes_per_token(layers, kv_heads, head_dim, rank, rope)
+    elif attention == "gqa":
+        kv_bytes = kv_bytes_per_token(layers, kv_heads, head_dim)
+    else:
+        raise CatalogError(f"{where}: attention must be gqa or mla, got {attention!r}")
+    checkpoint_gb = merged.get("checkpoint_gb")
+    if checkpoint_gb is not None:
+        checkpoint_gb = _req(merged, "checkpoint_gb", float, where)
+    min_vram_gb = merged.get("min_vram_gb")
+    if min_vram_gb is not None:
+        min_vram_gb = _req(merged, "min_vram_gb", float, where)
+    sources = _str_tuple(entry.get("sources"), "sources", where) + _str_tuple(
+        fam.get("sources"), "sources", where
+    )
+    if not sources:
+        raise CatalogError(f"{where}: no sources")
+    gated = merged.get("gated")
+    trust = merged.get("trust_remote_code")
+    if not isinstance(gated, bool) or not isinstance(trust, bool):
+        raise CatalogError(f"{where}: gated and trust_remote_code must be booleans")
+    return ModelFacts(
+        id=model_id,
+        family=family,
+        task=task,
+        total_params_b=total,
+        active_params_b=active,
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        precision=precision,
+        context_length=_req(merged, "context_length", int, where),
+        gated=gated,
+        trust_remote_code=trust,
+        tool_call_parser=_opt_str(merged, "tool_call_parser", where),
+        reasoning_parser=_opt_str(merged, "reasoning_parser", where),
+        extra_args=_str_tuple(merged.get("extra_args"), "extra_args", where),
+        weights_gib=weights_gib(total, precision, checkpoint_gb),
+        kv_bytes_per_token=kv_bytes,
+        min_vram_gib=None if min_vram_gb is None else min_vram_gb * GB / GIB,
+        sources=sources,
+        estimated=False,
+    )
+
+
+def _band(row: dict[str, Any], where: str) -> _Band:
+    return _Band(
+        max_params_b=_req(row, "max_params_b", float, where),
+        layers=_req(row, "layers", int, where),
+        attention_heads=_req(row, "attention_heads", int, where),
+        kv_heads=_req(row, "kv_heads", int, where),
+        head_dim=_req(row, "head_dim", int, where),
+        like=_req(row, "like", str, where),
+        source=_req(row, "source", str, where),
+        name=row.get("name", ""),
+        params_b=float(row.get("params_b", 0.0)),
+    )
+
+
+def load_catalog(path: Path = CATALOG_PATH) -> _Catalog:
+    """Parse and validate a catalog file (``_catalog()`` caches the default one)."""
+    with path.open(encoding="utf-8") as handle:
+        data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    if not isinstance(data, dict) or not isinstance(data.get("families"), dict):
+        raise CatalogError(f"{path}: expected a mapping with 'families'")
+    models: dict[str, ModelFacts] = {}
+    ids: list[str] = []
+    families: list[_Family] = []
+    for name, fam in data["families"].items():
+        if not isinstance(fam, dict):
+            raise CatalogError(f"catalog.yaml {name}: family must be a mapping")
+        built = [_build_model(name, fam, entry) for entry in fam.get("models") or []]
+        contexts = [m.context_length for m in built]
+        if fam.get("context_length") is not None:
+            contexts.append(_req(fam, "context_length", int, f"catalog.yaml {name}"))
+        if not contexts:
+            raise CatalogError(f"catalog.yaml {name}: no context_length")
+        families.append(
+            _Family(
+                name=name,
+                match=tuple(m.lower() for m in _str_tuple(fam.get("match"), "match", name)),
+                task=fam.get("task", "generate"),
+                gated=bool(fam.get("gated", False)),
+                trust_remote_code=bool(fam.get("trust_remote_code", False)),
+                tool_call_parser=_opt_str(fam, "tool_call_parser", name),
+                reasoning_parser=_opt_str(fam, "reasoning_parser", name),
+                extra_args=_str_tuple(fam.get("extra_args"), "extra_args", name),
+                precision=fam.get("precision", "bf16"),
+                min_context_length=min(contexts),
+                sources=_str_tuple(fam.get("sources"), "sources", name),
+            )
+        )
+        for facts, entry in zip(built, fam.get("models") or [], strict=True):
+            keys = [facts.id, *_str_tuple(entry.get("aliases"), "aliases", facts.id)]
+            for key in keys:
+                if key.lower() in models:
+                    raise CatalogError(f"catalog.yaml: duplicate id {key!r}")
+                models[key.lower()] = facts
+            ids.append(facts.id)
+    est = data.get("estimation") or {}
+    dense = tuple(_band(r, "estimation.dense") for r in est.get("dense") or [])
+    encoder = tuple(_band(r, "estimation.encoder") for r in est.get("encoder") or [])
+    if not dense or not encoder:
+        raise CatalogError("catalog.yaml: estimation.dense and estimation.encoder are required")
+    defaults = est.get("default_context_length") or {}
+    for key in ("generate", "embed_encoder", "embed_decoder"):
+        _req(defaults, key, int, "estimation.default_context_length")
+    return _Catalog(
+        models=models,
+        ids=tuple(ids),
+        families=tuple(families),
+        dense=dense,
+        encoder=encoder,
+        default_context=dict(defaults),
+    )
+
+
+@functools.cache
+def _catalog() -> _Catalog:
+    return load_catalog()
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def catalog_ids() -> list[str]:
+    """Canonical ids of every catalog entry, in file order."""
+    return list(_catalog().ids)
+
+
+def lookup(model_id: str) -> ModelFacts | None:
+    """The catalog entry for a Hugging Face id (case-insensitive; aliases count), or None."""
+    if not isinstance(model_id, str):
+        return None
+    return _catalog().models.get(model_id.strip().lower())
+
+
+def resolve(model_id: str) -> ModelFacts | None:
+    """``lookup``, else ``estimate_from_name``."""
+    return lookup(model_id) or estimate_from_name(model_id)
+
+
+_NUM = r"[0-9]{1,6}(?:\.[0-9]{1,3})?"
+_EDGE_L = r"(?<![a-z0-9.])"
+_EDGE_R = r"(?![a-z0-9])"
+_ACTIVE_RE = re.compile(rf"{_EDGE_L}({_NUM})b-a({_NUM})b{_EDGE_R}")
+_MOE_RE = re.compile(rf"{_EDGE_L}([0-9]{{1,4}})x({_NUM})([bm]){_EDGE_R}")
+_SIZE_RE = re.compile(rf"{_EDGE_L}({_NUM})([bm]){_EDGE_R}")
+
+_EMBED_WORD_RE = re.compile(r"(?<![a-z0-9])(?:bge|e5|gte|mxbai|minilm)(?![a-z])|embed")
+_EMBED_ORGS = ("sentence-transformers/",)
+
+_PRECISION_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"mxfp4"), "mxfp4"),
+    (
+        re.compile(r"(?<![a-z0-9])(?:awq|gptq|int4|4bit|4-bit|w4a16|nf4|bnb-4bit)(?![a-z0-9])"),
+        "int4",
+    ),
+    (re.compile(r"(?<![a-z0-9])(?:int8|8bit|8-bit|w8a8|w8a16)(?![a-z0-9])"), "int8"),
+    (re.compile(r"(?<![a-z0-9])fp8(?![a-z0-9])"), "fp8"),
+    (re.compile(r"(?<![a-z0-9])bf16(?![a-z0-9])"), "bf16"),
+    (re.compile(r"(?<![a-z0-9])fp16(?![a-z0-9])"), "fp16"),
+    (re.compile(r"(?<![a-z0-9])fp32(?![a-z0-9])"), "fp32"),
+)
+
+
+def _billions(number: str, unit: str) -> float:
+    value = float(number)
+    return value / 1000.0 if unit == "m" else value
+
+
+def _read_sizes(name: str) -> tuple[float, float, str] | None:
+    """(total B, active B, how) from a lower-case model name, or None."""
+    match = _ACTIVE_RE.search(name)
+    if match:
+        total, active = float(match.group(1)), float(match.group(2))
+        how = f"{match.group(0)}: {total:g}B total, {active:g}B active"
+    else:
+        match = _MOE_RE.search(name)
+        if match:
+            experts = int(match.group(1))
+            size = _billions(match.group(2), match.group(3))
+            total, active = experts * size, min(experts, 2) * size
+            how = (
+                f"{match.group(0)}: {experts} experts x {size:g}B = {total:g}B total "
+                f"(upper bound: attention and embeddings are shared), top-2 active {active:g}B"
+            )
+        else:
+            sizes = [_billions(m.group(1), m.group(2)) for m in _SIZE_RE.finditer(name)]
+            if not sizes:
+                return None
+            total = active = max(sizes)
+            how = f"{total:g}B parameters read from the name"
+    if not (MIN_PARAMS_B <= total <= MAX_PARAMS_B) or not (0 < active <= total):
+        return None
+    return total, active, how
+
+
+def _match_family(model_id: str) -> _Family | None:
+    best: tuple[int, _Family] | None = None
+    for family in _catalog().families:
+        for prefix in family.match:
+            if model_id.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), family)
+    return best[1] if best else None
+
+
+def _precision_hint(name: str) -> str | None:
+    for pattern, precision in _PRECISION_HINTS:
+        if pattern.search(name):
+            return precision
+    return None
+
+
+def _encoder_band(name: str, size_b: float | None) -> _Band:
+    bands = _catalog().encoder
+    if size_b is not None:
+        return next((b for b in bands if size_b <= b.max_params_b), bands[-1])
+    words = set(re.split(r"[^a-z0-9]+", name))
+    for band_name, hints in (
+        ("small", {"small", "xs", "mini", "tiny", "minilm"}),
+        ("large", {"large", "xl"}),
+    ):
+        if words & hints:
+            return next(b for b in bands if b.name == band_name)
+    return next((b for b in bands if b.name == "base"), bands[0])
+
+
+def estimate_from_name(model_id: str) -> ModelFacts | None:
+    """Facts estimated from the id alone (``estimated=True``), or None when even that fails."""
+    try:
+        return _estimate(model_id)
+    except Exception:  # an estimate must never take the function down
+        return None
+
+
+def _estimate(model_id: str) -> ModelFacts | None:
+    if not isinstance(model_id, str):
+        return None
+    given = model_id.strip()
+    if not given or len(given) > MAX_ID_LENGTH:
+        return None
+    low = given.lower()
+    name = low.rsplit("/", 1)[-1]
+    catalog = _catalog()
+    family = _match_family(low)
+    embed = (
+        bool(_EMBED_WORD_RE.search(name))
+        or low.startswith(_EMBED_ORGS)
+        or (family is not None and family.task == "embed")
+    )
+    sizes = _read_sizes(name)
+    if sizes is None and not embed:
+        return None
+    hint = _precision_hint(name)
+
+    if embed and (sizes is None or sizes[0] < 1.0):
+        band = _encoder_band(name, sizes[0] if sizes else None)
+        total = active = sizes[0] if sizes else band.params_b
+        how = sizes[2] if sizes else f"{band.name} encoder embedding model assumed from the name"
+        precision = hint or (family.precision if family else "fp32")
+        default_context = catalog.default_context["embed_encoder"]
+    else:
+        assert sizes is not None
+        total, active, how = sizes
+        band = next((b for b in catalog.dense if active <= b.max_params_b), catalog.dense[-1])
+        # A decoder-sized model takes its family's precision only when the family is of
+        # decoders too: BERT-style embedding families ship fp32, their 7B cousins do not.
+        precision = hint or (family.precision if family and family.task == "generate" else "bf16")
+        default_context = catalog.default_context["embed_decoder" if embed else "generate"]
+
+    task: Task = "embed" if embed else "generate"
+    generative_family = family is not None and family.task == "generate" and not embed
+    sources = (
+        f"estimated from the id {given!r}: {how}",
+        f"attention shape of {band.like}: {band.source}",
+        *(family.sources if family else ()),
+    )
+    return ModelFacts(
+        id=given,
+        family=family.name if family else "unknown",
+        task=task,
+        total_params_b=total,
+        active_params_b=active,
+        layers=band.layers,
+        attention_heads=band.attention_heads,
+        kv_heads=band.kv_heads,
+        head_dim=band.head_dim,
+        precision=precision,
+        context_length=family.min_context_length if family else default_context,
+        gated=family.gated if family else False,
+        trust_remote_code=family.trust_remote_code if family else False,
+        tool_call_parser=family.tool_call_parser if generative_family else None,
+        reasoning_parser=family.reasoning_parser if generative_family else None,
+        extra_args=family.extra_args if family else (),
+        weights_gib=weights_gib(total, precision),
+        kv_bytes_per_token=kv_bytes_per_token(band.layers, band.kv_heads, band.head_dim),
+        min_vram_gib=None,
+        sources=sources,
+        estimated=True,
+    )

@@ -1,0 +1,70 @@
+"""Shared helpers: paths, the pinned engine image read from the generated Composition, and a
+way to call the function the way Crossplane does."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "package"
+EXAMPLES = ROOT / "examples"
+FUNCTION_NAME = "devops-toolkit-function-dot-inference"
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def composition_input(name: str = "llminference") -> dict[str, Any]:
+    """The function's input as the generated Composition passes it (the pinned image)."""
+    comp = load_yaml(PACKAGE / name / "composition.yaml")[0]
+    for step in comp["spec"]["pipeline"]:
+        if step["functionRef"]["name"] == FUNCTION_NAME:
+            return step["input"]
+    raise AssertionError("the Composition has no step for our function")
+
+
+def engine_image() -> str:
+    return composition_input()["engine"]["image"]
+
+
+def request(
+    xr: dict[str, Any],
+    *,
+    observed: dict[str, dict[str, Any]] | None = None,
+    required: dict[str, list[dict[str, Any]]] | None = None,
+    fn_input: dict[str, Any] | None = None,
+) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest(
+        observed=fnv1.State(composite=fnv1.Resource(resource=resource.dict_to_struct(xr)))
+    )
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.CopyFrom(resource.dict_to_struct(obj))
+    for name, items in (required or {}).items():
+        req.required_resources[name].CopyFrom(
+            fnv1.Resources(
+                items=[fnv1.Resource(resource=resource.dict_to_struct(i)) for i in items]
+            )
+        )
+    req.input.CopyFrom(
+        resource.dict_to_struct(fn_input if fn_input is not None else composition_input())
+    )
+    return req
+
+
+def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    from function.fn import FunctionRunner
+
+    return asyncio.run(FunctionRunner().RunFunction(req))
+
+
+@pytest.fixture
+def image() -> str:
+    return engine_image()

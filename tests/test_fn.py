@@ -1,0 +1,619 @@
+"""The function end to end through its gRPC entry point, table-driven: each case is an XR
+(plus observed / required resources) and the parts of the response it must contain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import engine_image, request, run
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+CLUSTER_REQ = "inference-cluster"
+SEVERITY = {
+    fnv1.SEVERITY_FATAL: "Fatal",
+    fnv1.SEVERITY_WARNING: "Warning",
+    fnv1.SEVERITY_NORMAL: "Normal",
+}
+STATUS = {
+    fnv1.STATUS_CONDITION_TRUE: "True",
+    fnv1.STATUS_CONDITION_FALSE: "False",
+    fnv1.STATUS_CONDITION_UNKNOWN: "Unknown",
+}
+READY = {fnv1.READY_TRUE: True, fnv1.READY_FALSE: False, fnv1.READY_UNSPECIFIED: None}
+
+
+def xr(name: str = "qwen", **params: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": name, "namespace": "a-team"},
+        "spec": {"parameters": params},
+    }
+
+
+def cluster(**overrides: Any) -> dict[str, Any]:
+    c = {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "gpus", "namespace": "a-team"},
+        "spec": {
+            "parameters": {
+                "provider": "google",
+                "gpu": {"enabled": True},
+                "apps": {"vllm": {"enabled": True}},
+            }
+        },
+        "status": {
+            "providerConfigName": "gpus",
+            "gpu": {
+                "enabled": True,
+                "type": "h200",
+                "memoryGiB": 131.3,
+                "perNode": 8,
+                "maxNodes": 1,
+                "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"},
+                "tolerations": [
+                    {
+                        "key": "nvidia.com/gpu",
+                        "operator": "Equal",
+                        "value": "present",
+                        "effect": "NoSchedule",
+                    }
+                ],
+            },
+            "ingressClassName": "traefik",
+        },
+    }
+    for path, value in overrides.items():
+        obj = c
+        *parents, leaf = path.split("__")
+        for p in parents:
+            obj = obj.setdefault(p, {})
+        if value is None:
+            obj.pop(leaf, None)
+        else:
+            obj[leaf] = value
+    return c
+
+
+def summary(rsp: fnv1.RunFunctionResponse) -> dict[str, Any]:
+    results = [(SEVERITY[r.severity], r.message) for r in rsp.results]
+    return {
+        "resources": {
+            k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()
+        },
+        "ready": {k: READY[v.ready] for k, v in rsp.desired.resources.items()},
+        "status": resource.struct_to_dict(rsp.desired.composite.resource).get("status", {}),
+        "conditions": {c.type: (STATUS[c.status], c.reason, c.message) for c in rsp.conditions},
+        "results": results,
+        "fatal": next((m for s, m in results if s == "Fatal"), None),
+        "requirements": {k: v.match_name for k, v in rsp.requirements.resources.items()},
+    }
+
+
+def contains(expected: Any, actual: Any, path: str = "") -> None:
+    """Dicts match partially, lists and tuples element by element (same length), strings
+    starting with '~' are substrings, everything else is equal."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{path}: expected an object, got {actual!r}"
+        for k, v in expected.items():
+            assert k in actual, f"{path}.{k} missing (have {sorted(actual)})"
+            contains(v, actual[k], f"{path}.{k}")
+    elif isinstance(expected, str) and expected.startswith("~"):
+        assert expected[1:] in str(actual), f"{path}: {expected[1:]!r} not in {actual!r}"
+    elif isinstance(expected, list | tuple) and isinstance(actual, list | tuple):
+        assert len(expected) == len(actual), f"{path}: {actual!r}"
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            contains(e, a, f"{path}[{i}]")
+    else:
+        assert actual == expected, f"{path}: expected {expected!r}, got {actual!r}"
+
+
+RUNTIME_AVAILABLE = {"status": {"availableReplicas": 1, "modelStatus": "Ready"}}
+RUNTIME_LOADING = {
+    "status": {"availableReplicas": 0, "unavailableReplicas": 1, "modelStatus": "NotReady"}
+}
+OBJECT_READY = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    (
+        "PRD scenario 1: Qwen 1.5B on one GPU with an Ingress",
+        {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", gpu=1, ingressHost="qwen.127.0.0.1.nip.io")},
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "kind": "VLLMRuntime",
+                    "metadata": {"name": "qwen", "namespace": "a-team"},
+                    "spec": {
+                        "model": {
+                            "modelURL": "Qwen/Qwen2.5-1.5B-Instruct",
+                            "dtype": "auto",
+                            "enableTool": True,
+                            "toolCallParser": "hermes",
+                            "maxModelLen": 32768,
+                        },
+                        "vllmConfig": {
+                            "gpuMemoryUtilization": "0.9",
+                            "v1": True,
+                            "enablePrefixCaching": True,
+                        },
+                        "deploymentConfig": {
+                            "resources": {"cpu": "4", "memory": "8Gi", "gpu": "1"},
+                            "shmSize": "2Gi",
+                        },
+                    },
+                },
+                "ingress": {
+                    "spec": {
+                        "rules": [
+                            {
+                                "host": "qwen.127.0.0.1.nip.io",
+                                "http": {
+                                    "paths": [
+                                        {
+                                            "path": "/",
+                                            "pathType": "Prefix",
+                                            "backend": {
+                                                "service": {"name": "qwen", "port": {"number": 80}}
+                                            },
+                                        }
+                                    ]
+                                },
+                            }
+                        ]
+                    }
+                },
+            },
+            "ready": {"vllm-runtime": False, "ingress": False},
+            "status": {
+                "endpoint": "http://qwen.127.0.0.1.nip.io",
+                "plan": {
+                    "gpus": 1,
+                    "tensorParallelSize": 1,
+                    "gpuAssumed": True,
+                    "modelSource": "catalog",
+                    "fits": True,
+                },
+            },
+            "conditions": {
+                "GPUMemory": ("True", "Fits", "~offer 72 GiB"),
+                "Serving": ("False", "Creating", "~waiting for VLLMRuntime a-team/qwen"),
+            },
+            "fatal": None,
+        },
+    ),
+    (
+        "PRD scenario 2: embeddings get the pooling runner, one GPU, small host",
+        {"xr": xr("embedding", model="BAAI/bge-base-en-v1.5")},
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "model": {"maxModelLen": 512},
+                        "vllmConfig": {
+                            "extraArgs": [
+                                "--served-model-name",
+                                "BAAI/bge-base-en-v1.5",
+                                "--runner",
+                                "pooling",
+                            ],
+                            "enablePrefixCaching": False,
+                            "enableChunkedPrefill": False,
+                        },
+                        "deploymentConfig": {
+                            "resources": {"cpu": "2", "memory": "4Gi", "gpu": "1"}
+                        },
+                    }
+                }
+            },
+            "status": {
+                "endpoint": "http://embedding.a-team.svc.cluster.local",
+                "plan": {"task": "embed", "gpus": 1},
+            },
+        },
+    ),
+    (
+        "PRD scenario 3: Kimi-K2.5 on 8 x 80 GiB does not fit: warning condition with numbers",
+        {"xr": xr("kimi", model="moonshotai/Kimi-K2.5", gpu=8)},
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "vllmConfig": {
+                            "tensorParallelSize": 8,
+                            "env": [{"name": "VLLM_WORKER_MULTIPROC_METHOD", "value": "spawn"}],
+                            "extraArgs": [
+                                "--served-model-name",
+                                "moonshotai/Kimi-K2.5",
+                                "--trust-remote-code",
+                                "--reasoning-parser",
+                                "kimi_k2",
+                                "--mm-encoder-tp-mode",
+                                "data",
+                            ],
+                        },
+                        "model": {"toolCallParser": "kimi_k2", "enableTool": True},
+                        "deploymentConfig": {
+                            "resources": {"cpu": "16", "memory": "64Gi", "gpu": "8"},
+                            "shmSize": "20Gi",
+                        },
+                    }
+                }
+            },
+            "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~needs about 665 GiB")},
+            "status": {"plan": {"fits": False, "requiredGiB": 665.0, "availableGiB": 576.0}},
+            "fatal": None,
+        },
+    ),
+    (
+        "gpu omitted: the function chooses the smallest count that holds the model",
+        {"xr": xr(model="Qwen/Qwen2.5-72B-Instruct")},
+        {
+            "status": {"plan": {"gpus": 4, "tensorParallelSize": 4}},
+            "resources": {"vllm-runtime": {"spec": {"vllmConfig": {"tensorParallelSize": 4}}}},
+        },
+    ),
+    (
+        "gpu that does not divide the attention heads is fatal and lists valid counts",
+        {"xr": xr(model="Qwen/Qwen2.5-7B-Instruct", gpu=3)},
+        {"fatal": "~use one of 1, 2, 4", "resources": {}},
+    ),
+    (
+        "model nobody can size and no gpu: fatal naming the field and the fix",
+        {"xr": xr(model="acme/mystery-model")},
+        {"fatal": "~set spec.parameters.gpu"},
+    ),
+    (
+        "model nobody can size with gpu: deployed as asked, memory not checked",
+        {"xr": xr(model="acme/mystery-model", gpu=2)},
+        {
+            "conditions": {"GPUMemory": ("Unknown", "NotEstimated", "~not in the catalog")},
+            "status": {"plan": {"gpus": 2, "modelSource": "unknown"}},
+            "resources": {"vllm-runtime": {"spec": {"vllmConfig": {"tensorParallelSize": 2}}}},
+        },
+    ),
+    (
+        "unknown id with a size in its name is estimated and says so",
+        {"xr": xr(model="acme/Coolmodel-14B-Instruct")},
+        {"status": {"plan": {"modelSource": "estimated"}}},
+    ),
+    (
+        "gated model gets the default token Secret by reference",
+        {"xr": xr(model="meta-llama/Llama-3.1-8B-Instruct")},
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "model": {
+                            "hfTokenSecret": {
+                                "hfTokenSecretName": "hf-token",
+                                "hfTokenKeyName": "token",
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    ),
+    (
+        "explicit token ref is used even for an open model",
+        {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", hfTokenSecretRef={"name": "hf", "key": "t"})},
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "model": {
+                            "hfTokenSecret": {"hfTokenSecretName": "hf", "hfTokenKeyName": "t"}
+                        }
+                    }
+                }
+            }
+        },
+    ),
+    (
+        "engine escape hatches: image, context, args, env",
+        {
+            "xr": xr(
+                model="Qwen/Qwen2.5-1.5B-Instruct",
+                engine={
+                    "image": "ghcr.io/me/vllm-openai:custom",
+                    "maxModelLen": 8192,
+                    "extraArgs": ["--enforce-eager", "--dtype=bfloat16"],
+                    "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                },
+            )
+        },
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "model": {"maxModelLen": 8192},
+                        "vllmConfig": {
+                            "extraArgs": [
+                                "--served-model-name",
+                                "Qwen/Qwen2.5-1.5B-Instruct",
+                                "--enforce-eager",
+                                "--dtype=bfloat16",
+                            ],
+                            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                        },
+                        "deploymentConfig": {
+                            "image": {"registry": "ghcr.io", "name": "me/vllm-openai:custom"}
+                        },
+                    }
+                }
+            },
+            "status": {"plan": {"image": "ghcr.io/me/vllm-openai:custom"}},
+            "results": (("Normal", "~overrides --dtype"),),
+        },
+    ),
+    (
+        "observed engine with an available replica: ready and serving",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", ingressHost="q.example.com"),
+            "observed": {"vllm-runtime": RUNTIME_AVAILABLE, "ingress": {"kind": "Ingress"}},
+        },
+        {
+            "ready": {"vllm-runtime": True, "ingress": True},
+            "conditions": {"Serving": ("True", "Available", "~1 replica(s) serving")},
+        },
+    ),
+    (
+        "observed engine still loading: not ready, says what it waits for",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct"),
+            "observed": {"vllm-runtime": RUNTIME_LOADING},
+        },
+        {
+            "ready": {"vllm-runtime": False},
+            "conditions": {
+                "Serving": (
+                    "False",
+                    "WaitingForEngine",
+                    "~0 replica(s) available, model status NotReady",
+                )
+            },
+        },
+    ),
+    (
+        "providerConfigName: everything wrapped in Objects for the other cluster",
+        {
+            "xr": xr(
+                model="meta-llama/Llama-3.1-8B-Instruct",
+                ingressHost="l.example.com",
+                providerConfigName="gpu-cluster",
+                targetNamespace="models",
+            )
+        },
+        {
+            "resources": {
+                "namespace": {
+                    "kind": "Object",
+                    "spec": {
+                        "managementPolicies": ["Observe", "Create", "Update", "LateInitialize"],
+                        "forProvider": {
+                            "manifest": {"kind": "Namespace", "metadata": {"name": "models"}}
+                        },
+                    },
+                },
+                "hf-token": {
+                    "kind": "Object",
+                    "spec": {
+                        "references": [
+                            {
+                                "patchesFrom": {
+                                    "kind": "Secret",
+                                    "name": "hf-token",
+                                    "namespace": "a-team",
+                                    "fieldPath": "data.token",
+                                },
+                                "toFieldPath": "data.token",
+                            }
+                        ],
+                        "forProvider": {
+                            "manifest": {"kind": "Secret", "metadata": {"namespace": "models"}}
+                        },
+                    },
+                },
+                "vllm-runtime": {
+                    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+                    "kind": "Object",
+                    "spec": {
+                        "providerConfigRef": {"kind": "ProviderConfig", "name": "gpu-cluster"},
+                        "readiness": {"policy": "DeriveFromCelQuery"},
+                        "forProvider": {
+                            "manifest": {"kind": "VLLMRuntime", "metadata": {"namespace": "models"}}
+                        },
+                    },
+                },
+                "ingress": {
+                    "kind": "Object",
+                    "spec": {"forProvider": {"manifest": {"kind": "Ingress"}}},
+                },
+            },
+            "status": {"endpoint": "http://l.example.com"},
+        },
+    ),
+    (
+        "remote engine ready through its Object's readiness",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", providerConfigName="pc"),
+            "observed": {"vllm-runtime": OBJECT_READY, "namespace": OBJECT_READY},
+        },
+        {
+            "ready": {"vllm-runtime": True, "namespace": True},
+            "conditions": {"Serving": ("True", "Available", "~serving")},
+        },
+    ),
+    (
+        "no engine image anywhere is fatal",
+        {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct"), "fn_input": {}},
+        {"fatal": "~engine.image"},
+    ),
+    (
+        "clusterRef, first call: asks for the cluster and composes nothing yet",
+        {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"})},
+        {
+            "requirements": {CLUSTER_REQ: "gpus"},
+            "resources": {},
+            "fatal": None,
+            "conditions": {"Cluster": ("Unknown", "Resolving", "~InferenceCluster a-team/gpus")},
+        },
+    ),
+    (
+        "clusterRef, asked and absent: condition, nothing new, observed kept",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {CLUSTER_REQ: []},
+            "observed": {"vllm-runtime": OBJECT_READY},
+        },
+        {
+            "conditions": {"Cluster": ("False", "NotFound", "~does not exist")},
+            "resources": {"vllm-runtime": OBJECT_READY},
+        },
+    ),
+    (
+        "clusterRef, present: sized for the cluster's GPU, its pool, its ProviderConfig",
+        {
+            "xr": xr(
+                "kimi",
+                model="moonshotai/Kimi-K2.5",
+                clusterRef={"name": "gpus"},
+                ingressHost="k.example.com",
+            ),
+            "required": {CLUSTER_REQ: [cluster()]},
+        },
+        {
+            "status": {
+                "plan": {
+                    "gpus": 8,
+                    "fits": True,
+                    "gpuType": "h200",
+                    "gpuAssumed": False,
+                    "gpuMemoryGiB": 131.3,
+                }
+            },
+            "conditions": {
+                "Cluster": ("True", "Found", "~8 x h200"),
+                "GPUMemory": ("True", "Fits", "~needs about 665 GiB"),
+            },
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "providerConfigRef": {"name": "gpus"},
+                        "forProvider": {
+                            "manifest": {
+                                "spec": {
+                                    "deploymentConfig": {
+                                        "nodeSelectorTerms": [
+                                            {
+                                                "matchExpressions": [
+                                                    {
+                                                        "key": "cloud.google.com/gke-accelerator",
+                                                        "operator": "In",
+                                                        "values": ["nvidia-h200-141gb"],
+                                                    }
+                                                ]
+                                            }
+                                        ],
+                                        "toleration": [
+                                            {
+                                                "key": "nvidia.com/gpu",
+                                                "operator": "Equal",
+                                                "value": "present",
+                                                "effect": "NoSchedule",
+                                            }
+                                        ],
+                                    }
+                                }
+                            }
+                        },
+                    }
+                },
+                "ingress": {
+                    "spec": {"forProvider": {"manifest": {"spec": {"ingressClassName": "traefik"}}}}
+                },
+            },
+        },
+    ),
+    (
+        "clusterRef to a cluster without apps.vllm is refused with the field to enable",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [cluster(spec__parameters__apps={"vllm": {"enabled": False}})]
+            },
+        },
+        {"fatal": "~set spec.parameters.apps.vllm.enabled: true on InferenceCluster a-team/gpus"},
+    ),
+    (
+        "clusterRef to a cluster still provisioning: waits with a condition",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {CLUSTER_REQ: [cluster(status=None)]},
+        },
+        {
+            "conditions": {"Cluster": ("False", "NotReady", "~status.providerConfigName")},
+            "fatal": None,
+        },
+    ),
+    (
+        "explicit gpu above the cluster's GPUs per node is refused",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-72B-Instruct", gpu=8, clusterRef={"name": "gpus"}),
+            "required": {CLUSTER_REQ: [cluster(status__gpu__perNode=4)]},
+        },
+        {"fatal": "~more than the 4 GPUs a node has"},
+    ),
+    (
+        "model that fits no node of the cluster is refused with the numbers",
+        {
+            "xr": xr(model="moonshotai/Kimi-K2.5", clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [cluster(status__gpu__memoryGiB=22.0, status__gpu__type="l4")]
+            },
+        },
+        {"fatal": "~GiB"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_run_function(given: dict[str, Any], expected: dict[str, Any]) -> None:
+    rsp = run(
+        request(
+            given["xr"],
+            observed=given.get("observed"),
+            required=given.get("required"),
+            fn_input=given.get("fn_input"),
+        )
+    )
+    got = summary(rsp)
+    for key, value in expected.items():
+        if key == "results":
+            # compare only the severities the case names
+            severities = {severity for severity, _ in value}
+            got_results = tuple(r for r in got["results"] if r[0] in severities)
+            contains(value, got_results, "results")
+        elif key in ("resources", "requirements") and value == {}:
+            assert got[key] == {}, f"{key}: expected none, got {sorted(got[key])}"
+        else:
+            contains(value, got[key], key)
+
+
+def test_pinned_image_comes_from_the_composition() -> None:
+    got = summary(run(request(xr(model="Qwen/Qwen2.5-1.5B-Instruct"))))
+    assert got["status"]["plan"]["image"] == engine_image()
+
+
+def test_unexpected_error_is_a_fatal_result_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import function.fn
+
+    def boom(_: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(function.fn, "compose", boom)
+    got = summary(run(request(xr(model="Qwen/Qwen2.5-1.5B-Instruct"))))
+    assert got["fatal"] is not None and "kaboom" in got["fatal"] and "bug" in got["fatal"]
