@@ -1,0 +1,123 @@
+"""The LLMInference XRD rejects what a schema can (types, patterns, ranges, CEL), with
+messages; what it accepts, the examples use. Validated the way the API server would, from
+the generated package/ XRD."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, PACKAGE, load_yaml
+
+from dot_inference.validate import validate_objects
+
+XRD = load_yaml(PACKAGE / "llminference" / "definition.yaml")[0]
+
+
+def xr(**params: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "m", "namespace": "a-team"},
+        "spec": {"parameters": params},
+    }
+
+
+def errors(obj: dict[str, Any]) -> list[str]:
+    report = validate_objects([obj], schema_paths=[PACKAGE])
+    assert not report.no_schema, report.no_schema
+    return [e for _, errs in report.invalid for e in errs]
+
+
+def test_xrd_is_namespaced_v2_with_printer_columns() -> None:
+    spec = XRD["spec"]
+    assert XRD["apiVersion"] == "apiextensions.crossplane.io/v2"
+    assert spec["scope"] == "Namespaced"
+    columns = [c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]]
+    assert columns[:4] == ["MODEL", "GPUS", "READY", "ENDPOINT"]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("llm-*.yaml")), ids=lambda p: p.name)
+def test_examples_are_accepted(path: Any) -> None:
+    for doc in load_yaml(path):
+        if doc.get("kind") == "LLMInference":
+            assert errors(doc) == []
+
+
+ACCEPTED = [
+    (
+        "three fields",
+        xr(model="Qwen/Qwen2.5-1.5B-Instruct", gpu=1, ingressHost="qwen.127.0.0.1.nip.io"),
+    ),
+    ("remote with namespace", xr(model="a/b", providerConfigName="pc", targetNamespace="models")),
+    (
+        "cluster with namespace",
+        xr(model="a/b", clusterRef={"name": "gpus"}, targetNamespace="models"),
+    ),
+    (
+        "engine hatches",
+        xr(
+            model="a/b",
+            engine={
+                "image": "docker.io/lmcache/vllm-openai:v1",
+                "maxModelLen": 4096,
+                "extraArgs": ["--enforce-eager"],
+                "env": [{"name": "A_B", "value": "1"}],
+            },
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("obj", [c[1] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_accepted(obj: dict[str, Any]) -> None:
+    assert errors(obj) == []
+
+
+REJECTED = [
+    ("model missing", xr(gpu=1), "model"),
+    ("model without org", xr(model="qwen"), "spec.parameters.model"),
+    ("gpu zero", xr(model="a/b", gpu=0), "spec.parameters.gpu"),
+    ("gpu above 16", xr(model="a/b", gpu=32), "spec.parameters.gpu"),
+    ("gpu as a string", xr(model="a/b", gpu="2"), "spec.parameters.gpu"),
+    (
+        "ingress host with a scheme",
+        xr(model="a/b", ingressHost="http://x.io"),
+        "spec.parameters.ingressHost",
+    ),
+    ("unknown field", xr(model="a/b", replicas=2), "replicas"),
+    (
+        "target namespace alone (CEL)",
+        xr(model="a/b", targetNamespace="x"),
+        "targetNamespace applies only with",
+    ),
+    (
+        "cluster and provider config (CEL)",
+        xr(model="a/b", clusterRef={"name": "c"}, providerConfigName="p"),
+        "clusterRef and providerConfigName are exclusive",
+    ),
+    (
+        "managed flag in extra args (CEL)",
+        xr(model="a/b", engine={"extraArgs": ["--tensor-parallel-size=2"]}),
+        "set spec.parameters.gpu",
+    ),
+    (
+        "image without tag",
+        xr(model="a/b", engine={"image": "docker.io/lmcache/vllm-openai"}),
+        "spec.parameters.engine.image",
+    ),
+    ("env name invalid", xr(model="a/b", engine={"env": [{"name": "1X", "value": "v"}]}), "name"),
+    (
+        "duplicate env names",
+        xr(model="a/b", engine={"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}),
+        "env",
+    ),
+    ("token ref without name", xr(model="a/b", hfTokenSecretRef={"key": "t"}), "name"),
+]
+
+
+@pytest.mark.parametrize(("obj", "says"), [c[1:] for c in REJECTED], ids=[c[0] for c in REJECTED])
+def test_rejected(obj: dict[str, Any], says: str) -> None:
+    errs = errors(obj)
+    assert errs, "the schema accepted it"
+    assert any(says in e for e in errs), errs

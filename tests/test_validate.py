@@ -1,0 +1,511 @@
+"""Tests of dot_inference.validate: one valid and one invalid object per schema source."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dot_inference.validate import (
+    ValidationReport,
+    load_yaml_stream,
+    object_id,
+    schema_dirs,
+    validate_objects,
+)
+
+TESTDATA = Path(__file__).parent / "testdata" / "validate"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+PATHS = [SHARED, TESTDATA]
+
+pytestmark = pytest.mark.skipif(
+    not SHARED.is_dir(), reason="../shared/schemas is not beside the repo"
+)
+
+
+def release(**spec_overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "forProvider": {
+            "chart": {
+                "name": "gpu-operator",
+                "repository": "https://helm.ngc.nvidia.com/nvidia",
+                "version": "v26.7.0",
+            },
+            "namespace": "gpu-operator",
+            "values": {"driver": {"enabled": False}},
+        },
+        "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "default"},
+    }
+    spec.update(spec_overrides)
+    return {
+        "apiVersion": "helm.m.crossplane.io/v1beta1",
+        "kind": "Release",
+        "metadata": {"name": "gpu-operator", "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+def vllm_runtime(replicas: Any = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "production-stack.vllm.ai/v1alpha1",
+        "kind": "VLLMRuntime",
+        "metadata": {"name": "qwen", "namespace": "team-a", "labels": {"app": "qwen"}},
+        "spec": {
+            "model": {"modelURL": "Qwen/Qwen2.5-1.5B-Instruct", "maxModelLen": 4096},
+            "vllmConfig": {"port": 8000, "gpuMemoryUtilization": "0.9", "extraArgs": []},
+            "deploymentConfig": {
+                "replicas": replicas,
+                "resources": {"cpu": "4", "memory": "16Gi", "gpu": "1"},
+                "image": {"registry": "docker.io", "name": "lmcache/vllm-openai:latest"},
+            },
+        },
+    }
+
+
+def ingress(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": "qwen", "namespace": "team-a"},
+        "spec": spec
+        or {
+            "ingressClassName": "nginx",
+            "rules": [
+                {
+                    "host": "qwen.example.com",
+                    "http": {
+                        "paths": [
+                            {
+                                "path": "/",
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": "qwen", "port": {"number": 80}}},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+    }
+
+
+def widget(status: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "test.dot-inference.io/v1alpha1",
+        "kind": "XWidget",
+        "metadata": {"name": "w", "namespace": "team-a"},
+        "spec": {
+            "parameters": {"model": "qwen", **params},
+            "crossplane": {"compositionRef": {"name": "xwidgets"}},
+        },
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def k8s_object(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "metadata": {"name": "remote-ns", "namespace": "team-a"},
+        "spec": {
+            "forProvider": {"manifest": manifest},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "gpu-cluster"},
+        },
+    }
+
+
+CONDITION = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "Available",
+    "lastTransitionTime": "2024-01-01T00:00:00Z",
+}
+
+
+def with_metadata(obj: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"].update(meta)
+    return out
+
+
+def drop(obj: dict[str, Any], *path: str) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return out
+
+
+# (case id, object, expected outcome, substring expected in one of the errors)
+CASES: list[tuple[str, dict[str, Any], str, str]] = [
+    # upstream CRD: provider-helm namespaced Release
+    ("release valid", release(), "valid", ""),
+    (
+        "release missing providerConfigRef.kind",
+        release(providerConfigRef={"name": "default"}),
+        "invalid",
+        "spec.providerConfigRef: 'kind' is a required property",
+    ),
+    (
+        "release unknown field",
+        release(forProviderr={}),
+        "invalid",
+        'spec.forProviderr: unknown field "forProviderr"',
+    ),
+    ("release preserve-unknown values", release(), "valid", ""),
+    # upstream CRD: production-stack VLLMRuntime
+    ("vllmruntime valid", vllm_runtime(), "valid", ""),
+    (
+        "vllmruntime wrong type",
+        vllm_runtime(replicas="one"),
+        "invalid",
+        "spec.deploymentConfig.replicas: 'one' is not of type 'integer'",
+    ),
+    (
+        "vllmruntime missing required",
+        drop(vllm_runtime(), "spec", "model"),
+        "invalid",
+        "spec: 'model' is a required property",
+    ),
+    # core kind through kubernetes-validate
+    ("ingress valid", ingress(), "valid", ""),
+    ("ingress unknown field", ingress(rulez=[]), "invalid", 'spec.rulez: unknown field "rulez"'),
+    (
+        "ingress int-or-string port name accepted",
+        ingress(defaultBackend={"service": {"name": "qwen", "port": {"name": "http"}}}),
+        "valid",
+        "",
+    ),
+    (
+        "ingress bad name",
+        with_metadata(ingress(), name="Qwen_1"),
+        "invalid",
+        'metadata.name: Invalid value: "Qwen_1"',
+    ),
+    (
+        "namespace name must be a DNS label",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}},
+        "invalid",
+        "RFC 1123 label",
+    ),
+    (
+        "clusterrole names may contain colons",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "crossplane:aggregate-to-crossplane:vllm"},
+            "rules": [{"apiGroups": ["x"], "resources": ["y"], "verbs": ["get"]}],
+        },
+        "valid",
+        "",
+    ),
+    (
+        "secret data must be base64",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "team-a"},
+            "data": {"token": "not base64!"},
+        },
+        "invalid",
+        "data.token",
+    ),
+    # XR of a test XRD: user schema plus Crossplane machinery
+    ("xr valid", widget(), "valid", ""),
+    (
+        "xr with status conditions and our status",
+        widget(status={"conditions": [CONDITION], "endpoint": "http://w"}),
+        "valid",
+        "",
+    ),
+    (
+        "xr status unknown field",
+        widget(status={"endpointt": "x"}),
+        "invalid",
+        'status.endpointt: unknown field "endpointt"',
+    ),
+    (
+        "xr condition date-time format",
+        widget(status={"conditions": [{**CONDITION, "lastTransitionTime": "yesterday"}]}),
+        "invalid",
+        "status.conditions[0].lastTransitionTime",
+    ),
+    (
+        "xr duplicate condition types (list-type map)",
+        widget(status={"conditions": [CONDITION, CONDITION]}),
+        "invalid",
+        "Duplicate value",
+    ),
+    (
+        "xr missing required parameter",
+        drop(widget(), "spec", "parameters", "model"),
+        "invalid",
+        "'model' is a required property",
+    ),
+    ("xr missing spec", drop(widget(), "spec"), "invalid", "'spec' is a required property"),
+    (
+        "xr unknown parameter",
+        widget(modell="x"),
+        "invalid",
+        'spec.parameters.modell: unknown field "modell"',
+    ),
+    (
+        "xr unknown crossplane field",
+        {**widget(), "spec": {**widget()["spec"], "crossplane": {"compositionReff": {}}}},
+        "invalid",
+        'unknown field "compositionReff"',
+    ),
+    ("xr int-or-string int", widget(port=8080), "valid", ""),
+    ("xr int-or-string string", widget(port="http"), "valid", ""),
+    ("xr int-or-string rejects bool", widget(port=True), "invalid", "not an integer or a string"),
+    ("xr int-or-string rejects float", widget(port=80.5), "invalid", "not an integer or a string"),
+    (
+        "xr preserve-unknown allows anything below",
+        widget(extra={"anything": {"nested": [1, {"deep": True}]}}),
+        "valid",
+        "",
+    ),
+    ("xr null of non-nullable field is dropped", widget(note=None), "valid", ""),
+    ("xr list-type set duplicates", widget(tags=["a", "a"]), "invalid", "Duplicate value"),
+    (
+        "xr CEL rule violated (message)",
+        widget(minReplicas=3, maxReplicas=2),
+        "invalid",
+        "spec.parameters: Invalid value: minReplicas must not exceed maxReplicas",
+    ),
+    (
+        "xr CEL rule violated (messageExpression)",
+        widget(replicas=0),
+        "invalid",
+        "Invalid value: replicas is 0",
+    ),
+    ("xr CEL rules see defaults", widget(), "valid", ""),
+    (
+        "xr name longer than 63",
+        with_metadata(widget(), name="w" * 64),
+        "invalid",
+        "must be no more than 63 characters",
+    ),
+    (
+        "xr bad label value",
+        with_metadata(widget(), labels={"team": "a b"}),
+        "invalid",
+        "metadata.labels",
+    ),
+    (
+        "xr labels must be strings",
+        with_metadata(widget(), labels={"replicas": 2}),
+        "invalid",
+        "metadata.labels.replicas: 2 is not of type 'string'",
+    ),
+    (
+        "legacy v1 XR machinery directly under spec",
+        {
+            "apiVersion": "test.dot-inference.io/v1alpha1",
+            "kind": "XLegacy",
+            "metadata": {"name": "l"},
+            "spec": {"size": "small", "compositionRef": {"name": "c"}, "claimRef": {}},
+        },
+        "invalid",
+        "spec.claimRef: 'apiVersion' is a required property",
+    ),
+    (
+        "legacy claim",
+        {
+            "apiVersion": "test.dot-inference.io/v1alpha1",
+            "kind": "Legacy",
+            "metadata": {"name": "l", "namespace": "team-a"},
+            "spec": {"size": "large", "writeConnectionSecretToRef": {"name": "s"}},
+        },
+        "valid",
+        "",
+    ),
+    # meta kinds (CRD form)
+    (
+        "configuration package meta",
+        {
+            "apiVersion": "meta.pkg.crossplane.io/v1",
+            "kind": "Configuration",
+            "metadata": {"name": "dot-inference"},
+            "spec": {
+                "crossplane": {"version": ">=v2.0.0"},
+                "dependsOn": [
+                    {
+                        "apiVersion": "pkg.crossplane.io/v1",
+                        "kind": "Function",
+                        "package": "xpkg.crossplane.io/crossplane-contrib/function-kcl",
+                        "version": ">=v0.12.2",
+                    }
+                ],
+            },
+        },
+        "valid",
+        "",
+    ),
+    # provider-kubernetes Object: valid wrapper and manifest
+    (
+        "object with valid manifest",
+        k8s_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vllm"}}),
+        "valid",
+        "",
+    ),
+    (
+        "embedded resource needs kind",
+        k8s_object({"apiVersion": "v1", "metadata": {"name": "vllm"}}),
+        "invalid",
+        "kind: Required value",
+    ),
+    # no schema
+    (
+        "unknown kind",
+        {"apiVersion": "example.org/v1", "kind": "Nope", "metadata": {"name": "x"}},
+        "no_schema",
+        "",
+    ),
+    (
+        "core group mismatch is not core",
+        {"apiVersion": "apps.example.org/v1", "kind": "Deployment", "metadata": {"name": "x"}},
+        "no_schema",
+        "",
+    ),
+    ("not an object", {"kind": "Thing"}, "invalid", "apiVersion and kind must be strings"),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_cases(obj: dict[str, Any], expected: str, needle: str) -> None:
+    report = validate_objects([obj], schema_paths=PATHS)
+    oid = object_id(obj)
+    if expected == "valid":
+        assert oid in report.valid, report.summary()
+        assert report.ok, report.summary()
+    elif expected == "no_schema":
+        assert report.no_schema == [oid], report.summary()
+        assert not report.ok
+    else:
+        errors = dict(report.invalid).get(oid)
+        assert errors is not None, report.summary()
+        assert any(needle in e for e in errors), errors
+        assert not report.ok
+
+
+def test_object_manifest_is_validated_as_its_own_object() -> None:
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "vllm"},
+        "spec": {"finalizerz": []},
+    }
+    obj = k8s_object(manifest)
+    report = validate_objects([obj], schema_paths=PATHS)
+    outer = object_id(obj)
+    assert report.valid == [outer]
+    assert len(report.invalid) == 1
+    oid, errors = report.invalid[0]
+    assert oid == f"v1/Namespace vllm (manifest of {outer})"
+    assert errors == ['spec.finalizerz: unknown field "finalizerz"']
+
+
+def test_cel_counts() -> None:
+    # Rules on spec.parameters: 2 plain (evaluated), isURL (not supported here), oldSelf (skipped).
+    plain = validate_objects([widget()], schema_paths=PATHS)
+    assert (plain.cel_evaluated, plain.cel_not_evaluated, plain.cel_transition_rules_skipped) == (
+        3,
+        0,
+        1,
+    )
+    url = validate_objects([widget(homepage="https://example.com")], schema_paths=PATHS)
+    assert url.cel_evaluated == 2
+    assert url.cel_not_evaluated == 1
+    assert "isURL" in url.cel_not_evaluated_rules[0]
+    assert url.cel_not_evaluated_rules[0].startswith(object_id(widget()))
+    # A rule that is not evaluated is never reported as passed: the object stays valid
+    # (the API server would decide), but the count says it was not checked.
+    assert url.ok
+
+
+def test_cel_upstream_rules_are_evaluated() -> None:
+    bad = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "team-a"},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "v1"}}],
+                    "backendRefs": [{"name": "svc", "port": 80}],
+                }
+            ],
+        },
+    }
+    report = validate_objects([bad], schema_paths=PATHS)
+    assert report.cel_evaluated > 10
+    assert report.cel_not_evaluated == 0
+    ((_, errors),) = report.invalid
+    assert any("must be an absolute path" in e for e in errors), errors
+
+
+def test_many_objects_reuse_compiled_validators() -> None:
+    objs = [release(), vllm_runtime(), ingress(), widget()] * 50
+    report = validate_objects(objs, schema_paths=PATHS)
+    assert len(report.valid) == 200
+    assert report.ok
+
+
+def test_report_ok_and_summary() -> None:
+    report = ValidationReport(valid=["a"], invalid=[], no_schema=[])
+    assert report.ok
+    report.no_schema.append("b")
+    assert not report.ok
+    assert "NO SCHEMA b" in report.summary()
+
+
+def test_load_yaml_stream_skips_empty_documents(tmp_path: Path) -> None:
+    text = (
+        "---\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n"
+        "---\n# only a comment\n---\n"
+    )
+    assert [d["metadata"]["name"] for d in load_yaml_stream(text)] == ["a"]
+    f = tmp_path / "objs.yaml"
+    f.write_text(text + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: b\n")
+    assert [d["metadata"]["name"] for d in load_yaml_stream(f)] == ["a", "b"]
+    assert [d["metadata"]["name"] for d in load_yaml_stream(str(f))] == ["a", "b"]
+
+
+def test_schema_dirs_default_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv("DOT_INFERENCE_SCHEMAS", raising=False)
+    assert schema_dirs() == [repo.parent / "shared" / "schemas", repo / "package"]
+    monkeypatch.setenv("DOT_INFERENCE_SCHEMAS", f"/a{__import__('os').pathsep}/b")
+    assert schema_dirs() == [Path("/a"), Path("/b"), repo / "package"]
+
+
+def test_object_id() -> None:
+    assert object_id(ingress()) == "networking.k8s.io/v1/Ingress team-a/qwen"
+    assert object_id(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "x-"}}
+    ) == ("v1/Namespace x-")
+
+
+def test_schema_changes_are_picked_up(tmp_path: Path) -> None:
+    xrd = (TESTDATA / "xrd.yaml").read_text()
+    (tmp_path / "xrd.yaml").write_text(xrd)
+    obj = widget(colour="blue")
+    first = validate_objects([obj], schema_paths=[tmp_path])
+    assert first.invalid, first.summary()
+    (tmp_path / "xrd.yaml").write_text(
+        xrd.replace(
+            "                    note:\n",
+            "                    colour: {type: string}\n                    note:\n",
+            1,
+        )
+    )
+    second = validate_objects([obj], schema_paths=[tmp_path])
+    assert second.ok, second.summary()
