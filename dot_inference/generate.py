@@ -34,9 +34,21 @@ class GenerateError(Exception):
     """KCL failed to evaluate, or produced something that is not a file map."""
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the inline KCL program) as readable `|` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def _dump(content: object) -> str:
     docs = content if isinstance(content, list) else [content]
-    body = yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=100)
+    body = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
     return HEADER + body
 
 

@@ -382,7 +382,9 @@ def execute_kcl(
 
 
 def _clean_kcl_error(message: str) -> str:
-    """kcl-lib repeats each parse error; keep each distinct block once, in order."""
+    """kcl-lib colours its errors and repeats each parse error: strip the terminal colour codes
+    (function-kcl runs without a terminal) and keep each distinct block once, in order."""
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message)
     blocks: list[str] = []
     for block in re.split(r"\n\s*\n", message.strip()):
         block = block.rstrip()

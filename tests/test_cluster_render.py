@@ -1,0 +1,382 @@
+"""InferenceCluster end to end, offline: every example claim rendered through the real
+Composition (function-kcl emulated on kcl-lib, then function-auto-ready), and every object it
+composes validated against the upstream schemas.
+
+The package comes from `package/` when it has been generated; otherwise the XRD and the
+Composition are evaluated from `kcl/` (a copy, so nothing is written into the tree).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLES, PACKAGE, ROOT
+
+from dot_inference.render import default_runners, load_package, render
+from dot_inference.validate import schema_dirs, validate_objects
+
+XRD_NAME = "inferenceclusters.inference.devopstoolkit.ai"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+M_AWS_EC2 = "ec2.aws.m.upbound.io/v1beta1"
+M_AWS_IAM = "iam.aws.m.upbound.io/v1beta1"
+M_AWS_EKS = "eks.aws.m.upbound.io/v1beta1"
+M_AZURE = "azure.m.upbound.io/v1beta1"
+M_AKS = "containerservice.azure.m.upbound.io/v1beta1"
+M_GCP_COMPUTE = "compute.gcp.m.upbound.io/v1beta1"
+M_GKE = "container.gcp.m.upbound.io/v1beta1"
+HELM = "helm.m.crossplane.io/v1beta1"
+K8S = "kubernetes.m.crossplane.io/v1alpha1"
+USAGE = "protection.crossplane.io/v1beta1"
+
+# Every example turns on GPUs, nvidia, vllm and ingress: 3 Releases; the operator installer
+# is 4 Objects (GKE adds the GPU Operator's ResourceQuota).
+APPS = {
+    (HELM, "Release"): 3,
+    (K8S, "Object"): 4,
+    (HELM, "ProviderConfig"): 1,
+    (K8S, "ProviderConfig"): 1,
+}
+
+CASES: dict[str, dict[str, Any]] = {
+    "aws": {
+        "example": "cluster-aws.yaml",
+        "kinds": {
+            (M_AWS_EC2, "VPC"): 1,
+            (M_AWS_EC2, "Subnet"): 3,
+            (M_AWS_EC2, "InternetGateway"): 1,
+            (M_AWS_EC2, "RouteTable"): 1,
+            (M_AWS_EC2, "Route"): 1,
+            (M_AWS_EC2, "MainRouteTableAssociation"): 1,
+            (M_AWS_EC2, "RouteTableAssociation"): 3,
+            (M_AWS_IAM, "Role"): 2,
+            (M_AWS_IAM, "RolePolicyAttachment"): 4,
+            (M_AWS_EKS, "Cluster"): 1,
+            (M_AWS_EKS, "ClusterAuth"): 1,
+            (M_AWS_EKS, "NodeGroup"): 2,
+            **APPS,
+            # 7 app resources + cluster and ClusterAuth, each by both ProviderConfigs
+            (USAGE, "Usage"): 11,
+        },
+    },
+    "azure": {
+        "example": "cluster-azure.yaml",
+        "kinds": {
+            (M_AZURE, "ResourceGroup"): 1,
+            (M_AKS, "KubernetesCluster"): 1,
+            (M_AKS, "KubernetesClusterNodePool"): 1,
+            **APPS,
+            (USAGE, "Usage"): 9,
+        },
+    },
+    "google": {
+        "example": "cluster-google.yaml",
+        "kinds": {
+            (M_GCP_COMPUTE, "Network"): 1,
+            (M_GCP_COMPUTE, "Subnetwork"): 1,
+            (M_GKE, "Cluster"): 1,
+            (M_GKE, "NodePool"): 2,
+            **APPS,
+            (K8S, "Object"): 5,
+            (USAGE, "Usage"): 10,
+        },
+    },
+    "local": {"example": "cluster-local.yaml", "kinds": {**APPS, (USAGE, "Usage"): 7}},
+    "existing": {"example": "cluster-existing.yaml", "kinds": {**APPS, (USAGE, "Usage"): 7}},
+}
+
+
+def _from_kcl(tmp: Path) -> tuple[dict, dict]:
+    from kcl_lib import api
+
+    kcl = tmp / "kcl"
+    shutil.copytree(ROOT / "kcl", kcl, ignore=shutil.ignore_patterns("_kcl_test_*"))
+    main = kcl / "render_inferencecluster.k"
+    main.write_text(
+        "import inferencecluster\n\n"
+        "xrd = inferencecluster.xrd\n"
+        "composition = inferencecluster.composition\n"
+    )
+    result = api.API().exec_program(
+        api.ExecProgramArgs(k_filename_list=[str(main)], work_dir=str(kcl))
+    )
+    assert not result.err_message, result.err_message
+    out = yaml.safe_load(result.yaml_result)
+    return out["xrd"], out["composition"]
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The InferenceCluster XRD and Composition, plus schema paths that include the XRD."""
+    tmp = tmp_path_factory.mktemp("inferencecluster")
+    if (PACKAGE / "inferencecluster" / "composition.yaml").exists():
+        pkg = load_package(PACKAGE)
+        xrd = next(x for x in pkg.xrds if x["metadata"]["name"] == XRD_NAME)
+        composition = next(
+            c
+            for c in pkg.compositions
+            if c["spec"]["compositeTypeRef"]["kind"] == "InferenceCluster"
+        )
+    else:
+        xrd, composition = _from_kcl(tmp)
+    schemas = tmp / "schemas"
+    schemas.mkdir()
+    (schemas / "definition.yaml").write_text(yaml.safe_dump(xrd))
+    upstream = [p for p in schema_dirs() if p.resolve() != PACKAGE.resolve()]
+    return {"xrd": xrd, "composition": composition, "schemas": [*upstream, schemas]}
+
+
+def _example(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / name).read_text())
+
+
+def _render(package: dict, xr: dict, observed: list[dict] | None = None):
+    return render(
+        xr, package["composition"], default_runners(), xrd=package["xrd"], observed=observed or []
+    )
+
+
+def _kinds(objs: list[dict]) -> Counter:
+    return Counter((o["apiVersion"], o["kind"]) for o in objs)
+
+
+def _by_name(objs: list[dict], name: str) -> dict:
+    found = [
+        o
+        for o in objs
+        if o["metadata"].get("annotations", {}).get("crossplane.io/composition-resource-name")
+        == name
+    ]
+    assert len(found) == 1, f"expected one composed resource {name}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("provider", list(CASES))
+def test_example_renders_valid_objects(provider: str, package: dict) -> None:
+    xr = _example(CASES[provider]["example"])
+    assert xr["metadata"]["namespace"] == "a-team"
+    assert xr["spec"]["parameters"]["provider"] == provider
+    result = _render(package, xr)
+    assert result.fatal is None, ANSI.sub("", result.fatal)
+    report = validate_objects(result.composed, schema_paths=package["schemas"])
+    assert report.ok, report.summary()
+    # Each composed object, plus each manifest a provider-kubernetes Object wraps.
+    wrapped = sum(1 for o in result.composed if o["kind"] == "Object")
+    assert len(report.valid) == len(result.composed) + wrapped
+    # The claim a user applies is valid against the XRD (OpenAPI and CEL).
+    claim = validate_objects([xr], schema_paths=package["schemas"])
+    assert claim.ok, claim.summary()
+
+
+@pytest.mark.parametrize("provider", list(CASES))
+def test_expected_kinds_per_provider(provider: str, package: dict) -> None:
+    result = _render(package, _example(CASES[provider]["example"]))
+    assert result.fatal is None, ANSI.sub("", result.fatal)
+    assert _kinds(result.composed) == Counter(CASES[provider]["kinds"])
+    # Everything lands in the claim's namespace; the ProviderConfigs carry the XR's name.
+    assert {o["metadata"]["namespace"] for o in result.composed} == {"a-team"}
+    name = result.xr["metadata"]["name"]
+    pcs = [o for o in result.composed if o["kind"] == "ProviderConfig"]
+    assert {o["metadata"]["name"] for o in pcs} == {name}
+
+
+@pytest.mark.parametrize("provider", list(CASES))
+def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -> None:
+    xr = _example(CASES[provider]["example"])
+    status = _render(package, xr).xr["status"]
+    assert status["providerConfigName"] == xr["metadata"]["name"]
+    assert status["apps"] == {"nvidia": True, "vllm": True, "ingress": True}
+    assert status["ingressClassName"] == "traefik"
+    gpu = status["gpu"]
+    assert gpu["enabled"] is True
+    assert gpu["type"] == xr["spec"]["parameters"]["gpu"].get("type", gpu["type"])
+    assert gpu["memoryGiB"] > 0 and gpu["perNode"] >= 1 and gpu["maxNodes"] >= 1
+    assert gpu["nodeSelector"] and gpu["tolerations"]
+    assert set(status["nodePools"]) == {"general", "gpu"}
+    assert set(status["controlPlane"]) == {"ready", "state"}
+
+
+@pytest.mark.parametrize("provider", list(CASES))
+def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
+    xr = _example(CASES[provider]["example"])
+    xr["spec"]["parameters"]["apps"] = {
+        "nvidia": {"enabled": False},
+        "vllm": {"enabled": False},
+        "ingress": {"enabled": False},
+    }
+    result = _render(package, xr)
+    assert result.fatal is None, ANSI.sub("", result.fatal)
+    app_kinds = {"Release", "Object"}
+    assert not [o for o in result.composed if o["kind"] in app_kinds]
+    assert not [
+        o for o in result.composed if o["kind"] == "Usage" and o["spec"]["by"]["kind"] in app_kinds
+    ]
+    assert result.xr["status"]["apps"] == {"nvidia": False, "vllm": False, "ingress": False}
+    assert "ingressClassName" not in result.xr["status"]
+    assert validate_objects(result.composed, schema_paths=package["schemas"]).ok
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        pytest.param(
+            {
+                "provider": "google",
+                "projectId": "my-project",
+                "gpu": {"enabled": True, "type": "a10g"},
+            },
+            "gpu.type a10g is not offered on google; google offers t4 x1/2/4, l4 x1/4/8, "
+            "a100-40gb x1/2/4/8, a100-80gb x1/2/4/8, h100 x8, h200 x8",
+            id="a10g-on-google",
+        ),
+        pytest.param(
+            {"provider": "aws", "gpu": {"enabled": True, "type": "h200"}},
+            "gpu.type h200 is not offered on aws; "
+            "aws offers l4 x1/4/8, a10g x1/4/8, a100-40gb x8, h100 x8",
+            id="h200-on-aws",
+        ),
+        pytest.param(
+            {"provider": "aws", "gpu": {"enabled": True, "type": "l4", "perNode": 2}},
+            "l4 with 2 GPU(s) per node is not offered on aws; aws offers l4 x1/4/8",
+            id="two-l4-per-node-on-aws",
+        ),
+        pytest.param(
+            {"provider": "azure", "gpu": {"enabled": True, "type": "l4"}},
+            "gpu.type l4 is not offered on azure; "
+            "azure offers t4 x1/4, a100-40gb x8, a100-80gb x1/4, h100 x8",
+            id="l4-on-azure",
+        ),
+        pytest.param(
+            {"provider": "existing"},
+            "spec.parameters.kubeconfigSecretRef is required when provider is existing",
+            id="existing-without-kubeconfig",
+        ),
+        pytest.param(
+            {"provider": "google"},
+            "spec.parameters.projectId is required when provider is google",
+            id="google-without-project",
+        ),
+        pytest.param(
+            {"provider": "local", "gpu": {"enabled": True}},
+            "spec.parameters.gpu.type is required when provider is local",
+            id="local-gpu-without-type",
+        ),
+    ],
+)
+def test_bad_combinations_fail_with_what_would_work(
+    parameters: dict, message: str, package: dict
+) -> None:
+    xr = {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "bad", "namespace": "a-team"},
+        "spec": {"parameters": parameters},
+    }
+    result = _render(package, copy.deepcopy(xr))
+    assert result.fatal, "expected a fatal result"
+    assert message in ANSI.sub("", result.fatal)
+    assert not result.composed, "nothing is composed when the input is wrong"
+
+
+def test_status_follows_observed_readiness(package: dict) -> None:
+    xr = _example("cluster-aws.yaml")
+    first = _render(package, xr)
+    assert first.xr["status"]["controlPlane"] == {"ready": False, "state": "Pending"}
+
+    def observed(name: str, ready: str, reason: str) -> dict:
+        obj = copy.deepcopy(_by_name(first.composed, name))
+        obj["status"] = {"conditions": [{"type": "Ready", "status": ready, "reason": reason}]}
+        return obj
+
+    second = _render(
+        package,
+        xr,
+        observed=[
+            observed("cluster", "True", "Available"),
+            observed("nodegroup-general", "True", "Available"),
+            observed("nodegroup-gpu", "False", "Creating"),
+        ],
+    )
+    status = second.xr["status"]
+    assert status["controlPlane"] == {"ready": True, "state": "Available"}
+    assert status["nodePools"] == {"general": {"ready": True}, "gpu": {"ready": False}}
+
+
+def test_xrd_gpu_types_match_the_catalog(package: dict) -> None:
+    catalog = (ROOT / "kcl" / "inferencecluster" / "program" / "catalog.k").read_text()
+    types = re.search(r"_gpuTypes = \[([^\]]*)\]", catalog)
+    assert types
+    props = package["xrd"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    gpu = props["spec"]["properties"]["parameters"]["properties"]["gpu"]["properties"]
+    assert gpu["type"]["enum"] == re.findall(r'"([^"]+)"', types.group(1))
+
+
+def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
+    versions_k = (ROOT / "kcl" / "versions.k").read_text()
+
+    def pin(name: str) -> str:
+        m = re.search(rf'^{name} = "([^"]+)"', versions_k, re.MULTILINE)
+        assert m, name
+        return m.group(1)
+
+    step = package["composition"]["spec"]["pipeline"][0]
+    assert step["functionRef"]["name"] == "crossplane-contrib-function-kcl"
+    assert step["input"]["spec"]["params"]["versions"] == {
+        "gpuOperator": pin("gpu_operator"),
+        "vllmStack": pin("vllm_stack"),
+        "productionStackOperator": pin("production_stack_operator"),
+        "traefik": pin("traefik"),
+        "kubectlImage": f"registry.k8s.io/kubectl:{pin('kubectl')}",
+    }
+    assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [
+        "crossplane-contrib-function-kcl",
+        "crossplane-contrib-function-auto-ready",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"provider": "existing"}, "kubeconfigSecretRef is required when provider is existing"),
+        (
+            {"provider": "aws", "kubeconfigSecretRef": {"name": "k"}},
+            "applies only to provider existing",
+        ),
+        ({"provider": "google"}, "projectId is required when provider is google"),
+        ({"provider": "aws", "zone": "us-east-1a"}, "zone applies only to provider google"),
+        (
+            {"provider": "local", "gpu": {"enabled": True}},
+            "gpu.type is required when provider is existing or local",
+        ),
+        (
+            {"provider": "aws", "gpu": {"tolerations": []}},
+            "gpu.nodeSelector and gpu.tolerations describe a pool",
+        ),
+        (
+            {"provider": "aws", "gpu": {"minNodes": 3, "maxNodes": 2}},
+            "gpu.maxNodes must be at least gpu.minNodes",
+        ),
+        ({"provider": "aws", "nodes": {"count": 5}}, "nodes.count must be between"),
+        ({"provider": "ibm"}, "provider"),
+        ({"provider": "aws", "gpu": {"type": "v100"}}, "gpu.type"),
+    ],
+)
+def test_xrd_rejects_what_openapi_and_cel_can(
+    parameters: dict, message: str, package: dict
+) -> None:
+    claim = {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "bad", "namespace": "a-team"},
+        "spec": {"parameters": parameters},
+    }
+    report = validate_objects([claim], schema_paths=package["schemas"])
+    assert not report.ok
+    assert message in report.summary()
