@@ -63,6 +63,15 @@ def cli() -> None:
 # --------------------------------------------------------------------------- render
 
 
+# An example's state (the resources Crossplane would supply as required resources, such as
+# the InferenceCluster an LLMInference runs on) lives beside it in state/<same file name>.
+STATE_DIR = "state"
+
+
+def state_file(path: Path) -> Path:
+    return path.parent / STATE_DIR / path.name
+
+
 @dataclass
 class _Job:
     path: Path
@@ -82,6 +91,8 @@ def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
     directory = target.is_dir()
     jobs: list[_Job] = []
     for path in rmod.yaml_files(target):
+        if directory and STATE_DIR in path.relative_to(target).parts[:-1]:
+            continue  # the state an example renders against, not an example
         try:
             text = path.read_text()
         except OSError as e:
@@ -189,6 +200,8 @@ def render_cmd(
     XR.yaml renders the composite resources in one file; DIR renders every file below it
     that holds composite resources a Composition in the package composes (other files,
     such as functions.yaml, are skipped), each block preceded by a `# <path>` line.
+    Without --required-resources, an example's state/<file name> beside it (e.g. the
+    InferenceCluster an LLMInference runs on) is used as its required resources.
     """
     try:
         return _render(
@@ -269,13 +282,16 @@ def _render(
                 )
                 == name
             ]
+        req = required
+        if not required_paths and state_file(job.path).is_file():
+            req = rmod.load_objects(state_file(job.path))
         result = rmod.render(
             xr,
             comp,
             runners,
             xrd=rmod.find_xrd(pkg, xr),
             observed=obs,
-            required=required,
+            required=req,
         )
         if result.fatal is not None:
             fatal = True

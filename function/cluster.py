@@ -31,6 +31,14 @@ class ClusterNotReady(Exception):
     """The InferenceCluster exists but has not published what models need yet."""
 
 
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 def _num(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -52,28 +60,25 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     models, ClusterNotReady while it has not published its ProviderConfig and GPU facts."""
     ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
     field_ = f"{P}.clusterRef.name"
-    cluster_spec = cluster.get("spec") if isinstance(cluster.get("spec"), dict) else {}
-    params = cluster_spec.get("parameters") if isinstance(cluster_spec, dict) else {}
-    params = params if isinstance(params, dict) else {}
-    apps = params.get("apps") if isinstance(params.get("apps"), dict) else {}
-    vllm = apps.get("vllm") if isinstance(apps.get("vllm"), dict) else {}
-    if vllm.get("enabled") is not True:
+    status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
+    apps = _get(status, "apps")
+    if not isinstance(apps, dict):
+        raise ClusterNotReady(f"{ref} has not published status.apps yet")
+    if apps.get("vllm") is not True:
         raise SpecError(
             field_,
             spec.cluster_ref,
             f"{ref} does not run the vLLM Production Stack, so nothing would reconcile the "
             f"model's VLLMRuntime: set spec.parameters.apps.vllm.enabled: true on {ref}",
         )
-    gpu_params = params.get("gpu") if isinstance(params.get("gpu"), dict) else {}
-    if gpu_params.get("enabled") is not True:
+    gpu = status.get("gpu") if isinstance(status.get("gpu"), dict) else {}
+    if gpu.get("enabled") is False:
         raise SpecError(
             field_,
             spec.cluster_ref,
             f"{ref} has no GPU node pool: set spec.parameters.gpu.enabled: true on {ref}",
         )
-    status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
     provider_config = status.get("providerConfigName")
-    gpu = status.get("gpu") if isinstance(status.get("gpu"), dict) else {}
     memory = _num(gpu.get("memoryGiB"))
     per_node = _num(gpu.get("perNode"))
     if not isinstance(provider_config, str) or not provider_config:
@@ -86,9 +91,12 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     tolerations = gpu.get("tolerations") if isinstance(gpu.get("tolerations"), list) else []
     ingress_class = status.get("ingressClassName")
     gpu_type = gpu.get("type")
+    # The cluster's vLLM router discovers engines in its own namespace: deploy there.
+    router_ns = _get(status, "vllm", "namespace")
     return Target(
         provider_config=provider_config,
-        namespace=spec.target_namespace or spec.namespace,
+        namespace=spec.target_namespace
+        or (router_ns if isinstance(router_ns, str) and router_ns else spec.namespace),
         gpu=GpuShape(
             memory_gib=memory,
             per_node=int(per_node),

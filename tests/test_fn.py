@@ -63,6 +63,8 @@ def cluster(**overrides: Any) -> dict[str, Any]:
                     }
                 ],
             },
+            "apps": {"nvidia": True, "vllm": True, "ingress": True},
+            "vllm": {"namespace": "inference"},
             "ingressClassName": "traefik",
         },
     }
@@ -542,9 +544,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "clusterRef to a cluster without apps.vllm is refused with the field to enable",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
-            "required": {
-                CLUSTER_REQ: [cluster(spec__parameters__apps={"vllm": {"enabled": False}})]
-            },
+            "required": {CLUSTER_REQ: [cluster(status__apps={"nvidia": True, "vllm": False})]},
         },
         {"fatal": "~set spec.parameters.apps.vllm.enabled: true on InferenceCluster a-team/gpus"},
     ),
@@ -555,7 +555,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "required": {CLUSTER_REQ: [cluster(status=None)]},
         },
         {
-            "conditions": {"Cluster": ("False", "NotReady", "~status.providerConfigName")},
+            "conditions": {"Cluster": ("False", "NotReady", "~has not published")},
             "fatal": None,
         },
     ),
