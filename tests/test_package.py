@@ -1,0 +1,46 @@
+"""The generated package and its neighbours validate against the upstream schemas: the
+Configuration and Function metadata, the XRDs and Compositions, the function's input CRD and
+the input the Composition passes, the RBAC manifest, and examples/functions.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml
+
+from dot_inference.validate import validate_objects
+
+FILES = sorted(
+    [
+        *PACKAGE.rglob("*.yaml"),
+        *(ROOT / "function" / "package").rglob("*.yaml"),
+        *(ROOT / "install").glob("*.yaml"),
+        EXAMPLES / "functions.yaml",
+    ]
+)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.relative_to(ROOT).as_posix() for p in FILES])
+def test_generated_file_validates(path: Path) -> None:
+    report = validate_objects(load_yaml(path))
+    assert report.invalid == [], report.invalid
+    assert report.no_schema == [], report.no_schema
+
+
+def test_composition_input_matches_the_function_input_crd() -> None:
+    crd_dir = ROOT / "function" / "package" / "input"
+    report = validate_objects([composition_input()], schema_paths=[crd_dir])
+    assert report.ok, (report.invalid, report.no_schema)
+
+
+def test_configuration_depends_on_every_function_the_compositions_use() -> None:
+    config = load_yaml(PACKAGE / "crossplane.yaml")[0]
+    packages = {d["package"].split("/")[-1] for d in config["spec"]["dependsOn"]}
+    for comp_path in PACKAGE.rglob("composition.yaml"):
+        comp = yaml.safe_load(comp_path.read_text().split("\n", 1)[1])
+        for step in comp["spec"]["pipeline"]:
+            name = step["functionRef"]["name"]
+            assert any(name.endswith(p) for p in packages), f"{name} is not in dependsOn"
+    assert all(d["apiVersion"] == "pkg.crossplane.io/v1" for d in config["spec"]["dependsOn"])
