@@ -31,7 +31,8 @@ class ClusterNotReady(Exception):
     """The InferenceCluster exists but has not published what models need yet."""
 
 
-def _get(obj: Any, *path: str) -> Any:
+def dig(obj: Any, *path: str) -> Any:
+    """obj[path[0]][path[1]]..., or None where any step is missing or not a map."""
     for key in path:
         if not isinstance(obj, dict):
             return None
@@ -61,7 +62,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
     field_ = f"{P}.clusterRef.name"
     status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
-    apps = _get(status, "apps")
+    apps = dig(status, "apps")
     if not isinstance(apps, dict):
         raise ClusterNotReady(f"{ref} has not published status.apps yet")
     if apps.get("vllm") is not True:
@@ -92,7 +93,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     ingress_class = status.get("ingressClassName")
     gpu_type = gpu.get("type")
     # The cluster's vLLM router discovers engines in its own namespace: deploy there.
-    router_ns = _get(status, "vllm", "namespace")
+    router_ns = dig(status, "vllm", "namespace")
     return Target(
         provider_config=provider_config,
         namespace=spec.target_namespace

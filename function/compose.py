@@ -18,6 +18,7 @@ from function.cluster import (
     REQUIREMENT,
     ClusterNotReady,
     Target,
+    dig,
     from_cluster,
     without_cluster,
 )
@@ -82,16 +83,8 @@ class Inputs:
     required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:
-    conditions = _get(obj, "status", "conditions")
+    conditions = dig(obj, "status", "conditions")
     if not isinstance(conditions, list):
         return False
     return any(
@@ -212,13 +205,15 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
                 "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
                 "the number of GPUs it needs",
             )
-        return None, sizing.plan_without_facts(spec.gpu, target.gpu), "unknown"
-    source = "estimated" if facts.estimated else "catalog"
     try:
+        if facts is None:
+            return None, sizing.plan_without_facts(spec.gpu, target.gpu), "unknown"
         plan = sizing.plan(facts, spec.gpu, target.gpu)
     except sizing.SizingError as e:
-        raise SpecError(e.field, e.value, e.message) from e
-    return facts, plan, source
+        # Sizing speaks of `gpu: N`; the user wrote spec.parameters.gpu.
+        message = f"spec.parameters.{e.message}" if e.message.startswith("gpu") else e.message
+        raise SpecError(e.field, e.value, message) from e
+    return facts, plan, "estimated" if facts.estimated else "catalog"
 
 
 def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
@@ -229,11 +224,11 @@ def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
 
 def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | None:
     status = (
-        _get(runtime, "status", "atProvider", "manifest", "status")
+        dig(runtime, "status", "atProvider", "manifest", "status")
         if remote
-        else _get(runtime, "status")
+        else dig(runtime, "status")
     )
-    n = _get(status, "availableReplicas")
+    n = dig(status, "availableReplicas")
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
@@ -258,7 +253,7 @@ def _serving(inputs: Inputs, target: Target, name: str, out: Outcome) -> bool:
             Condition("Serving", "False", "Creating", f"waiting for {where} to be created")
         )
     else:
-        model_status = _get(observed, "status", "modelStatus") or _get(
+        model_status = dig(observed, "status", "modelStatus") or dig(
             observed, "status", "atProvider", "manifest", "status", "modelStatus"
         )
         detail = f"{available or 0} replica(s) available" + (
@@ -310,7 +305,7 @@ def _status(
             "availableGiB": round(plan.available_gib, 1),
             "fits": plan.fits,
         }
-    max_len = _get(runtime, "spec", "model", "maxModelLen")
+    max_len = dig(runtime, "spec", "model", "maxModelLen")
     if max_len:
         s["maxModelLen"] = max_len
     return {"plan": s, "endpoint": endpoint}

@@ -260,7 +260,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "gpu that does not divide the attention heads is fatal and lists valid counts",
         {"xr": xr(model="Qwen/Qwen2.5-7B-Instruct", gpu=3)},
-        {"fatal": "~use one of 1, 2, 4", "resources": {}},
+        {
+            "fatal": "~spec.parameters.gpu: 3 does not divide the 28 attention heads",
+            "resources": {},
+        },
     ),
     (
         "model nobody can size and no gpu: fatal naming the field and the fix",
@@ -274,6 +277,13 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "conditions": {"GPUMemory": ("Unknown", "NotEstimated", "~not in the catalog")},
             "status": {"plan": {"gpus": 2, "modelSource": "unknown"}},
             "resources": {"vllm-runtime": {"spec": {"vllmConfig": {"tensorParallelSize": 2}}}},
+        },
+    ),
+    (
+        "model nobody can size with more GPUs than a node has: fatal, not a crash",
+        {"xr": xr(model="acme/mystery-model", gpu=9)},
+        {
+            "fatal": "~spec.parameters.gpu: 9 is not a GPU count for this cluster; use a whole number from 1 to 8"
         },
     ),
     (
