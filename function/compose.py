@@ -72,6 +72,9 @@ class Outcome:
     # name -> {"apiVersion", "kind", "matchName", "namespace"}
     requirements: dict[str, dict[str, str]] = field(default_factory=dict)
     fatal: str | None = None
+    # Readiness of the XR itself when the composed resources cannot say (nothing composed
+    # yet because the cluster is missing or not ready): never Ready without a serving engine.
+    xr_ready: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -196,15 +199,14 @@ def _max_model_len(spec: LLMSpec, plan: sizing.Plan, out: Outcome) -> int | None
 
 def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
     facts = catalog.resolve(spec.model)
-    if facts is None:
-        if spec.gpu is None:
-            raise SpecError(
-                f"{P}.model",
-                spec.model,
-                f"{P}.model: {spec.model} is not in the model catalog and its name carries no "
-                "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
-                "the number of GPUs it needs",
-            )
+    if facts is None and spec.gpu is None:
+        raise SpecError(
+            f"{P}.model",
+            spec.model,
+            f"{P}.model: {spec.model} is not in the model catalog and its name carries no "
+            "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
+            "the number of GPUs it needs",
+        )
     try:
         if facts is None:
             return None, sizing.plan_without_facts(spec.gpu, target.gpu), "unknown"
@@ -441,6 +443,7 @@ def compose(inputs: Inputs) -> Outcome:
         spec = parse(inputs.xr)
         target = _target(spec, inputs, out)
         if target is None:
+            out.xr_ready = False
             return out
         facts, plan, source = _plan(spec, target)
     except SpecError as e:

@@ -73,6 +73,8 @@ def write(out: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
             rsp.desired.resources[name].ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
     if out.status:
         resource.update(rsp.desired.composite, {"status": out.status})
+    if out.xr_ready is not None:
+        rsp.desired.composite.ready = fnv1.READY_TRUE if out.xr_ready else fnv1.READY_FALSE
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

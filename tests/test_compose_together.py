@@ -194,8 +194,13 @@ def test_missing_cluster_composes_nothing_and_says_so() -> None:
     cluster = cluster_state("cluster-aws.yaml")
     result = _render(llm("Qwen/Qwen2.5-1.5B-Instruct", cluster), [])
     assert result.fatal is None and result.composed == []
-    cond = {c["type"]: c for c in result.xr["status"]["conditions"]}["Cluster"]
-    assert (cond["status"], cond["reason"]) == ("False", "NotFound")
+    conditions = {c["type"]: c for c in result.xr["status"]["conditions"]}
+    assert (conditions["Cluster"]["status"], conditions["Cluster"]["reason"]) == (
+        "False",
+        "NotFound",
+    )
+    # Ready means serving: nothing composed is not "all composed resources ready".
+    assert conditions["Ready"]["status"] == "False"
 
 
 def test_round_trip_cluster_models_to_vllm_runtimes() -> None:

@@ -1,0 +1,995 @@
+"""What can be checked of the Chainsaw end-to-end suites (tests/e2e/) without a cluster.
+
+* Every ``chainsaw-test.yaml`` and the root ``.chainsaw.yaml`` validate against Chainsaw's own
+  JSON schemas (v0.2.15, ``../shared/schemas/chainsaw``), and every file or script a step
+  names exists.
+* Every claim a suite applies renders offline through the real package (``dot_inference.render``)
+  without a fatal result, and the render validates against the upstream schemas.
+* Each suite is replayed step by step against an offline stand-in for the cluster: ``apply``,
+  ``patch`` and ``delete`` change the set of claims, the claims are rendered, and every
+  ``assert`` and ``error`` document is matched against the rendered objects the way Chainsaw
+  matches (same apiVersion/kind, name and namespace when given, maps partial, lists element by
+  element with equal lengths). Objects wrapped in provider-kubernetes ``Object``s whose
+  ProviderConfig uses ``InjectedIdentity`` (this same cluster) count as created, as
+  provider-kubernetes would create them.
+
+Not evaluated offline, and never counted as passing: keys or values that are JMESPath
+expressions ``(...)`` (other than the plain bindings ``($namespace)``, which stands for the
+test's namespace, and ``($values.<key>)``, read from tests/e2e/values.yaml as
+``--values`` passes it); fields only a live cluster sets (``status`` of anything but our
+XRs, XR ``status.conditions`` and ``spec.crossplane``, server-set metadata); and, in
+``*-ready.yaml`` files (state only running providers reach), every field but the identity
+(apiVersion, kind, name, namespace) and any object the offline render does not have.
+Scripts, sleeps and waits are not simulated. ``test_unevaluated_summary`` prints what was
+not evaluated, with file and path, and emits it as a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from dot_inference import render
+
+ROOT = Path(__file__).resolve().parents[1]
+E2E = ROOT / "tests" / "e2e"
+PACKAGE = ROOT / "package"
+EXAMPLES = ROOT / "examples"
+SCHEMAS = ROOT.parent / "shared" / "schemas" / "chainsaw"
+VALUES_FILE = E2E / "values.yaml"
+CHAINSAW_CONFIG = ROOT / ".chainsaw.yaml"
+
+# Stands for the random namespace Chainsaw creates for each test.
+OFFLINE_NAMESPACE = "chainsaw-offline"
+SUITES = sorted(p.parent.name for p in E2E.glob("*/chainsaw-test.yaml"))
+
+# Operations that load resources from `file`.
+FILE_OPERATIONS = ("apply", "create", "update", "patch", "delete", "assert", "error")
+# Blocks of a step, in the order Chainsaw runs them on success.
+BLOCKS = ("try", "catch", "finally", "cleanup")
+# Kinds of applied objects that are not namespaced (the others get the test's namespace).
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "ClusterProviderConfig",
+        "ClusterUsage",
+        "CompositeResourceDefinition",
+        "Composition",
+        "Provider",
+        "Function",
+        "Configuration",
+        "DeploymentRuntimeConfig",
+    }
+)
+# metadata the API server writes.
+SERVER_METADATA = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "finalizers",
+        "selfLink",
+    }
+)
+PROVIDER_KUBERNETES = "kubernetes.m.crossplane.io"
+_BINDING = re.compile(r"^\(\$(namespace|values(?:\.[A-Za-z0-9_-]+)+)\)$")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+def load_test(suite: str) -> dict[str, Any]:
+    docs = load_docs(E2E / suite / "chainsaw-test.yaml")
+    assert len(docs) == 1, f"{suite}/chainsaw-test.yaml must hold exactly one Test"
+    return docs[0]
+
+
+def values() -> dict[str, Any]:
+    data = yaml.safe_load(VALUES_FILE.read_text()) if VALUES_FILE.is_file() else None
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class Operation:
+    suite: str
+    step: str
+    block: str
+    kind: str
+    spec: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.suite}: step {self.step!r} {self.block} {self.kind}"
+
+    @property
+    def file(self) -> str | None:
+        f = self.spec.get("file") if isinstance(self.spec, dict) else None
+        return f if isinstance(f, str) else None
+
+
+def operations(suite: str, blocks: tuple[str, ...] = BLOCKS) -> Iterator[Operation]:
+    test = load_test(suite)
+    for i, step in enumerate(test["spec"].get("steps") or []):
+        name = str(step.get("name") or f"#{i + 1}")
+        for block in blocks:
+            for op in step.get(block) or []:
+                for kind, spec in op.items():
+                    if kind in ("description", "continueOnError", "compiler"):
+                        continue
+                    yield Operation(suite, name, block, kind, spec or {})
+
+
+def op_files(op: Operation) -> list[Path]:
+    """The files an operation loads (`file` may be a glob, relative to the test)."""
+    if op.file is None:
+        return []
+    base = E2E / op.suite
+    if any(c in op.file for c in "*?["):
+        return sorted(p for p in base.glob(op.file) if p.is_file())
+    return [base / op.file]
+
+
+# --------------------------------------------------------------------------- bindings
+
+
+class NotOffline(Exception):
+    """A templated value Chainsaw would compute with JMESPath: not reproducible here."""
+
+
+def binding_value(expr: str) -> tuple[bool, Any]:
+    """(True, value) for `($namespace)` and `($values.a.b)`; (False, None) otherwise."""
+    m = _BINDING.match(expr)
+    if not m:
+        return False, None
+    if m.group(1) == "namespace":
+        return True, OFFLINE_NAMESPACE
+    value: Any = values()
+    for key in m.group(1).split(".")[1:]:
+        if not isinstance(value, dict) or key not in value:
+            raise NotOffline(f"{expr}: tests/e2e/values.yaml has no {m.group(1)[7:]}")
+        value = value[key]
+    return True, value
+
+
+def is_expression(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("(") and value.endswith(")")
+
+
+def is_expression_key(key: Any) -> bool:
+    # `(expr)`, `(expr)->binding` and the foreach form `~name.(expr)`.
+    return isinstance(key, str) and (key.startswith("(") or key.startswith("~"))
+
+
+def template(value: Any, where: str) -> Any:
+    """Chainsaw's templating of a resource it applies, for the two plain bindings."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if is_expression_key(k):
+                raise NotOffline(f"{where}: templated key {k!r}")
+            out[k] = template(v, f"{where}.{k}")
+        return out
+    if isinstance(value, list):
+        return [template(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if is_expression(value):
+        ok, bound = binding_value(value)
+        if not ok:
+            raise NotOffline(f"{where}: templated value {value!r}")
+        return bound
+    return value
+
+
+# --------------------------------------------------------------------------- offline cluster
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    m = _meta(obj)
+    return (
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(m.get("namespace") or ""),
+        str(m.get("name") or ""),
+    )
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what Chainsaw's `patch` sends for a partial object)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+_PACKAGE: list[render.Package] = []
+
+
+def package() -> render.Package:
+    if not _PACKAGE:
+        _PACKAGE.append(render.load_package(PACKAGE))
+    return _PACKAGE[0]
+
+
+def xr_kinds() -> set[tuple[str, str]]:
+    out = set()
+    for xrd in package().xrds:
+        spec = xrd.get("spec") or {}
+        for v in spec.get("versions") or []:
+            out.add((f"{spec.get('group')}/{v.get('name')}", (spec.get("names") or {}).get("kind")))
+    return out
+
+
+def is_xr(obj: dict[str, Any]) -> bool:
+    return (obj.get("apiVersion"), obj.get("kind")) in xr_kinds()
+
+
+class MissingComposition(Exception):
+    """The package has no Composition for a claim the suite applies (yet)."""
+
+
+class RenderFailed(Exception):
+    """A claim's render returned a fatal result."""
+
+
+@dataclass
+class View:
+    """What the cluster would hold: applied objects, XRs with their rendered status, composed
+    objects, and manifests provider-kubernetes creates on this same cluster."""
+
+    objects: list[dict[str, Any]]
+    xrs: set[tuple[str, str, str, str]]
+
+
+class OfflineCluster:
+    def __init__(self) -> None:
+        self.applied: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._view: View | None = None
+
+    @staticmethod
+    def _place(doc: dict[str, Any]) -> dict[str, Any]:
+        doc = copy.deepcopy(doc)
+        meta = doc.setdefault("metadata", {})
+        if not meta.get("namespace") and doc.get("kind") not in CLUSTER_SCOPED:
+            meta["namespace"] = OFFLINE_NAMESPACE
+        return doc
+
+    def apply(self, docs: list[dict[str, Any]]) -> None:
+        """apply/create/update of whole manifests: the object is what the file says."""
+        for doc in docs:
+            doc = self._place(doc)
+            self.applied[identity(doc)] = doc
+        self._view = None
+
+    def patch(self, docs: list[dict[str, Any]]) -> list[str]:
+        problems = []
+        for doc in docs:
+            doc = self._place(doc)
+            key = identity(doc)
+            if key not in self.applied:
+                problems.append(f"patch of {key[1]} {key[3]}: no such object was applied")
+                continue
+            self.applied[key] = merge_patch(self.applied[key], doc)
+        self._view = None
+        return problems
+
+    def delete(self, docs: list[dict[str, Any]]) -> None:
+        for doc in docs:
+            self.applied.pop(identity(self._place(doc)), None)
+        self._view = None
+
+    def _render(self, xr: dict[str, Any], required: list[dict[str, Any]]) -> render.RenderResult:
+        pkg = package()
+        try:
+            composition = render.select_composition(pkg, xr)
+        except render.RenderError as e:
+            raise MissingComposition(str(e)) from e
+        return render.render(
+            xr,
+            composition,
+            render.default_runners(),
+            xrd=render.find_xrd(pkg, xr),
+            required=required,
+        )
+
+    def view(self) -> View:
+        if self._view is not None:
+            return self._view
+        pkg = package()
+        others = [o for o in self.applied.values() if not is_xr(o)]
+        stored = {
+            k: render.apply_xrd_defaults(o, render.find_xrd(pkg, o) or {})
+            for k, o in self.applied.items()
+            if is_xr(o)
+        }
+        results: dict[tuple[str, str, str, str], render.RenderResult] = {}
+        # Twice: a claim may require another XR (clusterRef) and read its status, which
+        # Crossplane writes from that XR's render.
+        for _ in range(2):
+            live_xrs = [self._live_xr(stored[k], results.get(k)) for k in stored]
+            for k, xr in stored.items():
+                results[k] = self._render(xr, others + live_xrs)
+            if not any(r.requirements for r in results.values()):
+                break
+        objects = list(others)
+        for k, result in results.items():
+            if result.fatal:
+                raise RenderFailed(f"{k[1]} {k[3]}: the render failed: {result.fatal}")
+            objects.append(self._live_xr(stored[k], result))
+            objects.extend(result.composed)
+        objects.extend(self._created_by_provider_kubernetes(objects))
+        self._view = View(objects=objects, xrs=set(stored))
+        return self._view
+
+    @staticmethod
+    def _live_xr(stored: dict[str, Any], result: render.RenderResult | None) -> dict[str, Any]:
+        live = copy.deepcopy(stored)
+        if result is not None:
+            live["status"] = copy.deepcopy(result.xr.get("status") or {})
+        return live
+
+    @staticmethod
+    def _created_by_provider_kubernetes(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Manifests of Objects whose ProviderConfig is this cluster (InjectedIdentity)."""
+        local = {
+            (o.get("kind"), _meta(o).get("namespace") or "", _meta(o).get("name"))
+            for o in objects
+            if str(o.get("apiVersion", "")).startswith(f"{PROVIDER_KUBERNETES}/")
+            and o.get("kind") in ("ProviderConfig", "ClusterProviderConfig")
+            and ((o.get("spec") or {}).get("credentials") or {}).get("source") == "InjectedIdentity"
+        }
+        out = []
+        for o in objects:
+            if not str(o.get("apiVersion", "")).startswith(f"{PROVIDER_KUBERNETES}/"):
+                continue
+            if o.get("kind") != "Object":
+                continue
+            spec = o.get("spec") or {}
+            ref = spec.get("providerConfigRef") or {}
+            kind = ref.get("kind", "ClusterProviderConfig")
+            ns = (_meta(o).get("namespace") or "") if kind == "ProviderConfig" else ""
+            manifest = (spec.get("forProvider") or {}).get("manifest")
+            if (kind, ns, ref.get("name")) in local and isinstance(manifest, dict):
+                out.append(copy.deepcopy(manifest))
+        return out
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@dataclass
+class Outcome:
+    checked: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    unevaluated: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, other: Outcome) -> None:
+        self.checked += other.checked
+        self.failures += other.failures
+        self.unevaluated += other.unevaluated
+
+
+def _path(path: tuple[Any, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<root>"
+
+
+IDENTITY_PATHS = {
+    ("apiVersion",),
+    ("kind",),
+    ("metadata",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+}
+
+
+def live_only(path: tuple[Any, ...], xr: bool, live_file: bool) -> str | None:
+    """Why the field at `path` cannot be evaluated offline, or None."""
+    if live_file and path not in IDENTITY_PATHS:
+        return "readiness only a live cluster reaches (*-ready.yaml)"
+    if path[:1] == ("status",) and not xr:
+        return "status: written by the resource's controller on a live cluster"
+    if xr and path[:2] == ("status", "conditions"):
+        return "XR conditions: set by a live reconcile"
+    if xr and path[:2] == ("spec", "crossplane"):
+        return "spec.crossplane: set by Crossplane"
+    if len(path) == 2 and path[0] == "metadata" and path[1] in SERVER_METADATA:
+        return "metadata set by the API server"
+    if path[:2] == ("metadata", "ownerReferences") and path[-1:] == ("uid",):
+        return "owner UID: set by the API server"
+    return None
+
+
+def _scalar_equal(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        return float(expected) == float(actual)
+    return bool(expected == actual)
+
+
+def match(
+    expected: Any, actual: Any, path: tuple[Any, ...], *, xr: bool, live_file: bool
+) -> Outcome:
+    """Chainsaw's (kyverno-json's) assertion tree, for what can be evaluated offline."""
+    out = Outcome()
+    where = _path(path)
+    if path:
+        why = live_only(path, xr, live_file)
+        if why:
+            out.unevaluated.append((where, why))
+            return out
+    if isinstance(expected, dict):
+        if not expected:
+            out.checked.append(where)
+            if actual is None:
+                out.failures.append(f"{where}: must not be null")
+            return out
+        for key, sub in expected.items():
+            child = (*path, key)
+            if is_expression_key(key):
+                out.unevaluated.append((_path(child), "JMESPath key"))
+                continue
+            why = live_only(child, xr, live_file)
+            if why:
+                out.unevaluated.append((_path(child), why))
+                continue
+            if not isinstance(actual, dict):
+                out.failures.append(f"{where}: expected a map, found {type(actual).__name__}")
+                return out
+            if key not in actual:
+                out.failures.append(f"{_path(child)}: field not found")
+                continue
+            out.add(match(sub, actual[key], child, xr=xr, live_file=live_file))
+        return out
+    if isinstance(expected, list):
+        out.checked.append(where)
+        if not isinstance(actual, list):
+            out.failures.append(f"{where}: expected a list, found {type(actual).__name__}")
+        elif len(actual) != len(expected):
+            out.failures.append(
+                f"{where}: lengths of lists differ ({len(expected)} expected, {len(actual)} found)"
+            )
+        else:
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+                out.add(match(e, a, (*path, i), xr=xr, live_file=live_file))
+        return out
+    if is_expression(expected):
+        ok, bound = binding_value(expected)
+        if not ok:
+            out.unevaluated.append((where, f"JMESPath value {expected}"))
+            return out
+        expected = bound
+    out.checked.append(where)
+    if not _scalar_equal(expected, actual):
+        out.failures.append(f"{where}: expected {expected!r}, found {actual!r}")
+    return out
+
+
+@dataclass
+class DocResult:
+    file: str
+    doc: str
+    verdict: str  # "pass", "fail", "inconclusive"
+    checked: list[str]
+    unevaluated: list[tuple[str, str]]
+    message: str = ""
+    # An `error` document that no earlier state of the suite had: it cannot fail, so it
+    # proves nothing (a misspelt name, a removed resource).
+    vacuous: bool = False
+
+
+def _doc_label(doc: dict[str, Any]) -> str:
+    m = _meta(doc)
+    name = m.get("name") or ",".join(f"{k}={v}" for k, v in (m.get("labels") or {}).items())
+    return f"{doc.get('kind')} {name or '<any>'}"
+
+
+def candidates(doc: dict[str, Any], view: View) -> list[dict[str, Any]]:
+    meta = _meta(doc)
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if is_expression(name):
+        ok, name = binding_value(name)
+        name = name if ok else None
+    if is_expression(namespace):
+        ok, namespace = binding_value(namespace)
+        namespace = namespace if ok else None
+    namespace = namespace or OFFLINE_NAMESPACE
+    out = []
+    for obj in view.objects:
+        if (obj.get("apiVersion"), obj.get("kind")) != (doc.get("apiVersion"), doc.get("kind")):
+            continue
+        om = _meta(obj)
+        if name is not None and om.get("name") != name:
+            continue
+        if om.get("namespace") and om.get("namespace") != namespace:
+            continue
+        out.append(obj)
+    return out
+
+
+def evaluate(doc: dict[str, Any], view: View, file: str, *, expect_absent: bool) -> DocResult:
+    live_file = file.endswith("-ready.yaml")
+    label = _doc_label(doc)
+    found = candidates(doc, view)
+    outcomes = [
+        match(doc, obj, (), xr=identity(obj) in view.xrs, live_file=live_file) for obj in found
+    ]
+    matching = [o for o in outcomes if not o.failures]
+    if expect_absent:
+        if not matching:
+            why = "none in the render" if not found else "none matches"
+            return DocResult(file, label, "pass", [f"<absent: {why}>"], [])
+        full = [o for o in matching if not o.unevaluated]
+        if full:
+            return DocResult(file, label, "fail", [], [], "exists, but must not")
+        return DocResult(
+            file,
+            label,
+            "inconclusive",
+            matching[0].checked,
+            [
+                (p, f"error step: the plain fields match; decided by this ({why})")
+                for p, why in matching[0].unevaluated
+            ],
+        )
+    if matching:
+        best = matching[0]
+        return DocResult(file, label, "pass", best.checked, best.unevaluated)
+    if not found and live_file:
+        why = "an object a live cluster creates (not in the offline render)"
+        return DocResult(file, label, "inconclusive", [], [("<object>", why)])
+    if not found:
+        return DocResult(file, label, "fail", [], [], "no such object in the offline render")
+    closest = min(outcomes, key=lambda o: len(o.failures))
+    return DocResult(file, label, "fail", [], [], "; ".join(closest.failures))
+
+
+# --------------------------------------------------------------------------- replaying a suite
+
+
+@dataclass
+class SuiteRun:
+    suite: str
+    results: list[DocResult] = field(default_factory=list)
+    not_simulated: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    # The offline cluster right after each apply/create/update, by file (relative to E2E).
+    after_apply: dict[str, View] = field(default_factory=dict)
+
+
+def replay(suite: str) -> SuiteRun:
+    run = SuiteRun(suite)
+    cluster = OfflineCluster()
+    views: list[View] = []
+    try:
+        for op in operations(suite, blocks=("try",)):
+            files = op_files(op)
+            rel = [str(p.relative_to(E2E)) for p in files]
+            if op.kind in ("apply", "create", "update", "patch", "delete"):
+                docs = [template(d, str(p)) for p in files for d in load_docs(p)]
+                if op.kind == "patch":
+                    run.problems += cluster.patch(docs)
+                elif op.kind == "delete":
+                    cluster.delete(docs)
+                else:
+                    cluster.apply(docs)
+                    view = cluster.view()
+                    run.after_apply.update(dict.fromkeys(rel, view))
+            elif op.kind in ("assert", "error"):
+                view = cluster.view()
+                for p, name in zip(files, rel, strict=True):
+                    for doc in load_docs(p):
+                        result = evaluate(doc, view, name, expect_absent=op.kind == "error")
+                        if op.kind == "error" and result.verdict == "pass":
+                            result.vacuous = not any(
+                                evaluate(doc, seen, name, expect_absent=False).verdict == "pass"
+                                for seen in views
+                            )
+                        run.results.append(result)
+                views.append(view)
+            else:
+                run.not_simulated.append(f"{op.where}")
+    except MissingComposition as e:
+        run.skipped = str(e)
+    except RenderFailed as e:
+        run.problems.append(str(e))
+    except NotOffline as e:
+        run.problems.append(f"cannot template offline: {e}")
+    return run
+
+
+_RUNS: dict[str, SuiteRun] = {}
+
+
+def suite_run(suite: str) -> SuiteRun:
+    if suite not in _RUNS:
+        _RUNS[suite] = replay(suite)
+    return _RUNS[suite]
+
+
+# --------------------------------------------------------------------------- tests: schemas
+
+
+def _schema(name: str) -> jsonschema.protocols.Validator:
+    schema = json.loads((SCHEMAS / name).read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+needs_schemas = pytest.mark.skipif(
+    not SCHEMAS.is_dir(), reason="../shared/schemas/chainsaw is not beside the repository"
+)
+
+
+@needs_schemas
+@pytest.mark.parametrize(
+    ("path", "schema", "kind"),
+    [
+        (CHAINSAW_CONFIG, "configuration-chainsaw-v1alpha2.json", "Configuration"),
+        *[(E2E / s / "chainsaw-test.yaml", "test-chainsaw-v1alpha1.json", "Test") for s in SUITES],
+    ],
+    ids=lambda v: str(v.relative_to(ROOT)) if isinstance(v, Path) else None,
+)
+def test_chainsaw_files_match_the_schema(path: Path, schema: str, kind: str) -> None:
+    docs = load_docs(path)
+    assert len(docs) == 1
+    doc = docs[0]
+    assert doc.get("kind") == kind
+    version = "v1alpha2" if kind == "Configuration" else "v1alpha1"
+    assert doc.get("apiVersion") == f"chainsaw.kyverno.io/{version}"
+    errors = [
+        f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in _schema(schema).iter_errors(doc)
+    ]
+    assert not errors, "\n".join(errors)
+
+
+def test_there_are_suites() -> None:
+    assert {"llm-local", "aws", "azure", "google", "local"} <= set(SUITES)
+
+
+_SCRIPT_PATH = re.compile(r"(?:\.\./|\./)[\w./-]+\.(?:sh|py)\b")
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_every_referenced_file_exists(suite: str) -> None:
+    missing = []
+    for op in operations(suite):
+        if op.kind in FILE_OPERATIONS and op.file is not None and not op_files(op):
+            missing.append(f"{op.where}: {op.file}")
+        if op.kind == "script":
+            for ref in _SCRIPT_PATH.findall(str(op.spec.get("content", ""))):
+                if not (E2E / suite / ref).is_file():
+                    missing.append(f"{op.where}: {ref}")
+    assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_every_file_in_a_suite_is_used(suite: str) -> None:
+    used = {p.resolve() for op in operations(suite) for p in op_files(op)}
+    unused = [
+        p.name
+        for p in sorted((E2E / suite).glob("*.yaml"))
+        if p.name != "chainsaw-test.yaml" and p.resolve() not in used
+    ]
+    assert not unused, f"{suite}: files no step uses: {unused}"
+
+
+# --------------------------------------------------------------------------- tests: renders
+
+
+def _apply_files() -> list[tuple[str, Path]]:
+    out = []
+    for suite in SUITES:
+        for op in operations(suite, blocks=("try",)):
+            if op.kind in ("apply", "create", "update"):
+                out.extend((suite, p) for p in op_files(op))
+    return out
+
+
+APPLY_FILES = _apply_files()
+
+
+@pytest.mark.parametrize(
+    ("suite", "path"), APPLY_FILES, ids=[str(p.relative_to(E2E)) for _, p in APPLY_FILES]
+)
+def test_applied_claims_render_and_validate(suite: str, path: Path) -> None:
+    """The cluster as it is after the file is applied (in the suite's order, so a claim sees
+    the XRs it requires) renders without a fatal result and validates."""
+    if not any(is_xr(d) for d in load_docs(path)):
+        pytest.skip(f"{path.name} applies no claim")
+    run = suite_run(suite)
+    if run.skipped:
+        pytest.skip(f"package/ has no Composition for this claim yet: {run.skipped}")
+    rel = str(path.relative_to(E2E))
+    assert rel in run.after_apply, "\n".join(run.problems) or f"{rel} was never applied"
+    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    report = validate(run.after_apply[rel].objects)
+    assert report.ok, report.summary()
+
+
+def _example_claims() -> dict[tuple[str, str], dict[str, Any]]:
+    out = {}
+    for p in EXAMPLES.glob("*.yaml"):
+        for d in load_docs(p):
+            if d.get("kind") in ("LLMInference", "InferenceCluster"):
+                out[(d["kind"], _meta(d).get("name"))] = d
+    return out
+
+
+EXAMPLE_CLAIMS = _example_claims()
+MIRRORS = [
+    (suite, path)
+    for suite, path in APPLY_FILES
+    if any((d.get("kind"), _meta(d).get("name")) in EXAMPLE_CLAIMS for d in load_docs(path))
+]
+
+
+@pytest.mark.parametrize(
+    ("suite", "path"), MIRRORS, ids=[str(p.relative_to(E2E)) for _, p in MIRRORS]
+)
+def test_applied_claims_mirror_the_examples(suite: str, path: Path) -> None:
+    """A claim named like an example is that example: same spec (bindings substituted),
+    no namespace (Chainsaw applies it in the test's own)."""
+    for doc in load_docs(path):
+        key = (doc.get("kind"), _meta(doc).get("name"))
+        if key not in EXAMPLE_CLAIMS:
+            continue
+        assert template(doc, str(path)).get("spec") == EXAMPLE_CLAIMS[key].get("spec"), (
+            f"{path.relative_to(E2E)}: {key[0]} {key[1]} differs from the example"
+        )
+        assert "namespace" not in _meta(doc), f"{key[0]} {key[1]}: drop metadata.namespace"
+
+
+# --------------------------------------------------------------------------- tests: asserts
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_asserts_hold_offline(suite: str) -> None:
+    run = suite_run(suite)
+    if run.skipped:
+        pytest.skip(f"{suite}: {run.skipped}")
+    assert not run.problems, "\n".join(run.problems)
+    failures = [f"{r.file}: {r.doc}: {r.message}" for r in run.results if r.verdict == "fail"]
+    assert not failures, "\n".join(failures)
+    # Every file checks something plain, except readiness files (identity only).
+    by_file: dict[str, int] = {}
+    for r in run.results:
+        by_file[r.file] = by_file.get(r.file, 0) + len(r.checked)
+    assert all(n > 0 for n in by_file.values()), by_file
+    assert sum(by_file.values()) > 0
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_error_steps_are_decided_offline_where_possible(suite: str) -> None:
+    """`error` documents of files that are not about readiness are decided offline, and each
+    names something an earlier step had (else it would pass whatever happens)."""
+    run = suite_run(suite)
+    if run.skipped:
+        pytest.skip(f"{suite}: {run.skipped}")
+    undecided = [
+        f"{r.file}: {r.doc}"
+        for r in run.results
+        if r.verdict == "inconclusive" and not r.file.endswith("-ready.yaml")
+    ]
+    assert not undecided, "\n".join(undecided)
+    vacuous = [f"{r.file}: {r.doc}" for r in run.results if r.vacuous]
+    assert not vacuous, "error documents that no earlier step had (they cannot fail):\n" + (
+        "\n".join(vacuous)
+    )
+
+
+def test_unevaluated_summary() -> None:
+    """Prints (and warns) what the offline replay could not evaluate: never a pass."""
+    lines, checked, skipped = [], 0, []
+    for suite in SUITES:
+        run = suite_run(suite)
+        if run.skipped:
+            skipped.append(f"{suite}: {run.skipped}")
+            continue
+        checked += sum(len(r.checked) for r in run.results)
+        lines.extend(f"  {n}: not simulated" for n in run.not_simulated)
+        for r in run.results:
+            for path, why in r.unevaluated:
+                lines.append(f"  {r.file}: {r.doc}: {path}: {why}")
+            if r.verdict == "inconclusive":
+                lines.append(f"  {r.file}: {r.doc}: error step not decided offline")
+    summary = (
+        f"e2e offline replay: {checked} plain fields checked; "
+        f"{len(lines)} asserts or operations NOT evaluated (a live cluster decides them):\n"
+        + "\n".join(lines)
+        + ("\nsuites skipped:\n  " + "\n  ".join(skipped) if skipped else "")
+    )
+    print(summary)
+    warnings.warn(summary, UserWarning, stacklevel=1)
+    assert checked > 0 or len(skipped) == len(SUITES)
+
+
+# --------------------------------------------------------------------------- tests: the harness
+
+
+def test_matcher_follows_chainsaw() -> None:
+    """Partial maps, exact-length lists, numbers by value, expressions never passing."""
+    actual = {"spec": {"a": 1, "b": [1, 2], "c": {"d": "x", "e": True}}, "status": {"x": 1}}
+    assert not match(
+        {"spec": {"a": 1.0, "c": {"d": "x"}}}, actual, (), xr=False, live_file=False
+    ).failures
+    assert match({"spec": {"b": [1]}}, actual, (), xr=False, live_file=False).failures
+    assert match({"spec": {"c": {"e": 1}}}, actual, (), xr=False, live_file=False).failures
+    assert match({"spec": {"z": 1}}, actual, (), xr=False, live_file=False).failures
+    out = match(
+        {"spec": {"(length(b))": 2}, "status": {"x": 2}}, actual, (), xr=False, live_file=False
+    )
+    assert not out.failures and not out.checked
+    assert {p for p, _ in out.unevaluated} == {"spec.(length(b))", "status"}
+    ns = match(
+        {"metadata": {"namespace": "($namespace)"}},
+        {"metadata": {"namespace": OFFLINE_NAMESPACE}},
+        (),
+        xr=False,
+        live_file=False,
+    )
+    assert ns.checked == ["metadata.namespace"] and not ns.failures
+
+
+def test_setup_packages_match_the_package() -> None:
+    """setup/manifests.py installs every Function the Compositions call, by the name they
+    use, at the version package/crossplane.yaml pins, and the output validates."""
+    script = E2E / "setup" / "manifests.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "packages", "--clouds", "aws,azure,google"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    functions = {d["metadata"]["name"] for d in docs if d["kind"] == "Function"}
+    called = {
+        step["functionRef"]["name"]
+        for c in package().compositions
+        for step in c["spec"]["pipeline"]
+    }
+    assert called <= functions
+    meta = load_docs(PACKAGE / "crossplane.yaml")[0]
+    pinned = {d["package"]: d["version"].removeprefix(">=") for d in meta["spec"]["dependsOn"]}
+    for d in docs:
+        package_ref, _, tag = d["spec"]["package"].rpartition(":")
+        assert pinned[package_ref] == tag
+    assert len(docs) == len(pinned)
+    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    runtime = load_docs(E2E / "setup" / "runtime.yaml")
+    report = validate(docs + runtime)
+    assert report.ok, report.summary()
+
+
+def test_setup_providerconfigs_validate() -> None:
+    script = E2E / "setup" / "manifests.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "providerconfigs", "--clouds", "aws,azure,google"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs} == {
+        ("ClusterProviderConfig", "local"),
+        ("ClusterProviderConfig", "default"),
+    }
+    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    report = validate(docs)
+    assert report.ok, report.summary()
+
+
+def test_vllmruntime_crd_comes_from_the_pinned_release() -> None:
+    """The llm-local suite's CRD comes from the operator manifest the InferenceCluster
+    installs, at the release kcl/versions.k pins."""
+    sys.path.insert(0, str(E2E / "scripts"))
+    try:
+        import production_stack
+    finally:
+        sys.path.pop(0)
+    try:
+        url = production_stack.operator_manifest_url()
+    except production_stack.ProductionStackError as e:
+        pytest.skip(str(e))
+    m = re.search(
+        r'^production_stack_operator\s*=\s*"([^"]+)"',
+        (ROOT / "kcl" / "versions.k").read_text(),
+        re.M,
+    )
+    assert m, "kcl/versions.k has no production_stack_operator"
+    assert f"/vllm-stack-{m.group(1)}/" in url
+
+
+_STUB_KUBECTL = """#!/usr/bin/env bash
+# Records what install.sh applies; `get secret aws-creds` succeeds (AWS credentials exist).
+echo "$*" >> "$STUB_LOG.calls"
+case "$*" in
+  *"get secret aws-creds"*) exit 0 ;;
+  *" get secret "*) exit 1 ;;
+  "apply --filename -") { cat; echo "---"; } >> "$STUB_LOG" ;;
+  "apply --filename "*) { cat "$3"; echo "---"; } >> "$STUB_LOG" ;;
+esac
+exit 0
+"""
+
+
+def test_install_script_applies_everything_in_order(tmp_path: Path) -> None:
+    """setup/install.sh against a stub kubectl: the AWS credentials Secret exists, so the
+    AWS providers and their ClusterProviderConfig are installed, no other cloud's."""
+    stub = tmp_path / "kubectl"
+    stub.write_text(_STUB_KUBECTL)
+    stub.chmod(0o755)
+    log = tmp_path / "applied.yaml"
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "STUB_LOG": str(log),
+        "PYTHON": sys.executable,
+        "HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        ["bash", str(E2E / "setup" / "install.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    applied = [d for d in yaml.safe_load_all(log.read_text()) if d]
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in applied]
+    order = [k for k, _ in kinds]
+    # Runtime configs before the Providers that use them; XRDs before Compositions; the
+    # ProviderConfigs last.
+    assert order.index("DeploymentRuntimeConfig") < order.index("Provider")
+    assert order.index("CompositeResourceDefinition") < order.index("Composition")
+    assert order[-1] == "ClusterProviderConfig"
+    providers = {n for k, n in kinds if k == "Provider"}
+    assert "crossplane-contrib-provider-aws-eks" in providers
+    assert not {p for p in providers if "azure" in p or "gcp" in p}
+    pcs = {
+        (d["apiVersion"].split("/")[0], d["metadata"]["name"])
+        for d in applied
+        if d["kind"] == "ClusterProviderConfig"
+    }
+    assert ("aws.m.upbound.io", "default") in pcs
+    assert {g for g, _ in pcs} == {
+        "aws.m.upbound.io",
+        "kubernetes.m.crossplane.io",
+        "helm.m.crossplane.io",
+    }
+    assert len([k for k in kinds if k[0] == "Composition"]) == len(package().compositions)
