@@ -39,12 +39,20 @@ sys.path.insert(0, str(ROOT))
 from dot_inference import render  # noqa: E402
 
 
-def _examples(kind: str) -> list[tuple[str, dict]]:
+def _examples(kind: str) -> list[tuple[str, dict, dict[str, list[dict]]]]:
+    """(file name, XR, required resources) per example; an example's cluster state
+    (examples/state/<file name>) is what Crossplane would pass as the required cluster."""
     out = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
+        state = ROOT / "examples" / "state" / path.name
+        required = (
+            {"inference-cluster": [d for d in yaml.safe_load_all(state.read_text()) if d]}
+            if state.exists()
+            else {}
+        )
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == kind:
-                out.append((path.name, doc))
+                out.append((path.name, doc, required))
     return out
 
 
@@ -106,9 +114,9 @@ def bench_function_inprocess(calls: int) -> None:
     pkg = render.load_package(ROOT / "package")
     runner = FunctionRunner()
     loop = asyncio.new_event_loop()
-    for name, xr in _examples("LLMInference"):
+    for name, xr, required in _examples("LLMInference"):
         comp = render.select_composition(pkg, xr)
-        req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"))
+        req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
         m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
         _print("function-inprocess", name, m)
     loop.close()
@@ -133,9 +141,9 @@ def bench_function_grpc(calls: int) -> None:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = grpcv1.FunctionRunnerServiceStub(channel)
         pkg = render.load_package(ROOT / "package")
-        for name, xr in _examples("LLMInference"):
+        for name, xr, required in _examples("LLMInference"):
             comp = render.select_composition(pkg, xr)
-            req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"))
+            req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
             m = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
             _print("function-grpc", name, m)
         rss = _rss_kib(server.pid)
@@ -163,7 +171,7 @@ def bench_kcl_step(calls: int) -> None:
     from dot_inference import kcl_function
 
     pkg = render.load_package(ROOT / "package")
-    for name, xr in _examples("InferenceCluster"):
+    for name, xr, _ in _examples("InferenceCluster"):
         comp = render.select_composition(pkg, xr)
         req = _request(xr, _step_input(comp, "crossplane-contrib-function-kcl"))
         m = _measure(lambda req=req: kcl_function.run(req), calls)
