@@ -303,7 +303,9 @@ def _render(
         objs = result.objects(
             include_function_results=include_function_results, include_context=include_context
         )
-        rendered.extend([result.xr, *result.composed])
+        # render prints the XR as Crossplane does (no spec); validate the claim with the
+        # status the pipeline wrote.
+        rendered.extend([{**xr, "status": result.xr.get("status", {})}, *result.composed])
         if directory:
             chunks.append(f"# {job.path}\n")
         chunks.append(rmod.dump_stream(objs))

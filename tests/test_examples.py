@@ -83,3 +83,15 @@ def test_every_example_file_is_used() -> None:
 def test_state_files_belong_to_examples() -> None:
     for path in (EXAMPLES / "state").glob("*.yaml") if (EXAMPLES / "state").exists() else []:
         assert (EXAMPLES / path.name).exists(), f"{path} has no example {path.name}"
+
+
+def test_render_command_renders_and_validates_every_example() -> None:
+    """What `./task render` runs: the CLI over examples/, with --validate."""
+    from click.testing import CliRunner
+
+    from dot_inference.cli import cli
+
+    result = CliRunner().invoke(cli, ["render", str(EXAMPLES), "--validate"])
+    assert result.exit_code == 0, result.output
+    headers = {line[2:] for line in result.stdout.splitlines() if line.startswith("# ")}
+    assert {f"{EXAMPLES}/{c[0]}" for c in CLAIMS} <= headers
