@@ -17,20 +17,13 @@ The alpha CEL health-check customisation (feature gate off by default) is not of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.cluster import dig as _get
+
 HealthCheck = Callable[[dict], bool]
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _int(obj: dict, *path: str) -> int | None:

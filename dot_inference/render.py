@@ -43,6 +43,8 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.cluster import dig as _get
+
 StepRunner = Callable[[fnv1.RunFunctionRequest], Any]
 
 ANNOTATION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
@@ -172,14 +174,6 @@ def load_package(package_dir: Path) -> Package:
         elif obj.get("kind") == "Composition":
             pkg.compositions.append(obj)
     return pkg
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _type_ref(composition: dict) -> tuple[str, str]:
