@@ -104,12 +104,7 @@ def cluster_states(root: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for target, claim_path in CLUSTER_STATE.items():
         claim = yaml.safe_load((root / claim_path).read_text())
-        result = render.render(
-            claim,
-            render.select_composition(pkg, claim),
-            render.default_runners(),
-            xrd=render.find_xrd(pkg, claim),
-        )
+        result = render.render_in_package(pkg, claim)
         if result.fatal:
             raise GenerateError(f"{claim_path}: {result.fatal}")
         state = {**claim, "status": result.xr.get("status", {})}

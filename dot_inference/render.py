@@ -1075,3 +1075,24 @@ def dump_yaml(obj: Any) -> str:
 def dump_stream(objs: Iterable[Any]) -> str:
     """Objects as `crossplane render` prints them: each preceded by a `---` line."""
     return "".join(f"---\n{dump_yaml(o)}" for o in objs)
+
+
+def render_in_package(
+    pkg: Package,
+    xr: dict,
+    *,
+    observed: Iterable[dict] = (),
+    required: Iterable[dict] = (),
+    context: dict | None = None,
+) -> RenderResult:
+    """Render `xr` with the package's Composition and XRD and the default step runners:
+    what `dot-inference render` does for one XR."""
+    return render(
+        xr,
+        select_composition(pkg, xr),
+        default_runners(),
+        xrd=find_xrd(pkg, xr),
+        observed=observed,
+        required=required,
+        context=context,
+    )

@@ -21,13 +21,7 @@ PKG = render.load_package(PACKAGE)
 def _render(
     xr: dict[str, Any], required: list[dict[str, Any]] | None = None
 ) -> render.RenderResult:
-    return render.render(
-        xr,
-        render.select_composition(PKG, xr),
-        render.default_runners(),
-        xrd=render.find_xrd(PKG, xr),
-        required=required or [],
-    )
+    return render.render_in_package(PKG, xr, required=required or [])
 
 
 @cache
@@ -280,13 +274,7 @@ def test_cluster_status_lists_model_readiness(
         o for o in first.composed if o["kind"] == "LLMInference" and "kimi" in o["metadata"]["name"]
     )
     observed = [{**kimi, **observed_status}]
-    result = render.render(
-        claim,
-        render.select_composition(PKG, claim),
-        render.default_runners(),
-        xrd=render.find_xrd(PKG, claim),
-        observed=observed,
-    )
+    result = render.render_in_package(PKG, claim, observed=observed)
     models = {m["name"]: m for m in result.xr["status"]["models"]}
     got = models[kimi["metadata"]["name"]]
     assert {k: got.get(k) for k in expected} == expected

@@ -30,13 +30,7 @@ def claims() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
 
 
 def render_and_validate(xr: dict[str, Any], required: list[dict[str, Any]]) -> render.RenderResult:
-    result = render.render(
-        xr,
-        render.select_composition(PKG, xr),
-        render.default_runners(),
-        xrd=render.find_xrd(PKG, xr),
-        required=required,
-    )
+    result = render.render_in_package(PKG, xr, required=required)
     assert result.fatal is None, result.fatal
     # render prints the XR as Crossplane does (no spec): validate the claim with its status.
     report = validate_objects([{**xr, "status": result.xr.get("status", {})}, *result.composed])

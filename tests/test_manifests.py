@@ -56,13 +56,7 @@ def _strip_crossplane(obj: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("manifest", [r[0] for r in PRD_TABLE])
 def test_manifest_agrees_with_the_composition(manifest: str) -> None:
     claim = load_yaml(EXAMPLES / manifest.replace("vllm-", "llm-"))[0]
-    pkg = render.load_package(PACKAGE)
-    result = render.render(
-        claim,
-        render.select_composition(pkg, claim),
-        render.default_runners(),
-        xrd=render.find_xrd(pkg, claim),
-    )
+    result = render.render_in_package(render.load_package(PACKAGE), claim)
     assert result.fatal is None
     rendered = sorted((_strip_crossplane(o) for o in result.composed), key=lambda o: o["kind"])
     plain = sorted(load_yaml(EXAMPLES / "manifests" / manifest), key=lambda o: o["kind"])

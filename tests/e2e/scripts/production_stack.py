@@ -52,12 +52,7 @@ def operator_manifest_url(example: Path = EXAMPLE) -> str:
     for xr in render.load_objects(example):
         if not render.is_handled_xr(pkg, xr):
             continue
-        result = render.render(
-            xr,
-            render.select_composition(pkg, xr),
-            render.default_runners(),
-            xrd=render.find_xrd(pkg, xr),
-        )
+        result = render.render_in_package(pkg, xr)
         if result.fatal:
             raise ProductionStackError(f"{example}: the render failed: {result.fatal}")
         for obj in result.composed:
