@@ -7,6 +7,7 @@ files that differ, are missing, or are generated-looking leftovers no longer pro
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -54,11 +55,45 @@ def _dump(content: object, sort_keys: bool = False) -> str:
     return HEADER + body
 
 
-def render_files(kcl_dir: Path = KCL_DIR) -> dict[str, str]:
-    """Evaluate kcl/main.k and return {relative path: file text}."""
+def production_stack_upstream(schemas: Path | None = None) -> dict[str, object]:
+    """{commit, crds}: the production-stack operator CRDs (upstream `operator/config/crd/bases`)
+    and the commit they come from, read from ``<schemas>/production-stack`` (its ``SOURCE``
+    names the commit). The InferenceCluster installs exactly these, and kcl/ checks that the
+    commit is the one kcl/versions.k pins."""
+    from dot_inference.validate import schema_dirs
+
+    folder = (schemas or schema_dirs()[0]) / "production-stack"
+    source = folder / "SOURCE"
+    if not source.is_file():
+        raise GenerateError(
+            f"{source} is missing: the production-stack operator CRDs come from "
+            "../shared/schemas/production-stack (DOT_INFERENCE_SCHEMAS names another folder)"
+        )
+    fields = dict(line.split(":", 1) for line in source.read_text().splitlines() if ":" in line)
+    commit = fields.get("commit", "").strip()
+    crds = [
+        doc
+        for f in sorted(folder.glob("*.yaml"))
+        for doc in yaml.safe_load_all(f.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+    return {"commit": commit, "crds": crds}
+
+
+def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[str, str]:
+    """Evaluate kcl/main.k and return {relative path: file text}. `schemas` is the upstream
+    schemas folder the operator CRDs come from (default ../shared/schemas)."""
     from kcl_lib import api
 
-    args = api.ExecProgramArgs(k_filename_list=[str(kcl_dir / "main.k")], work_dir=str(kcl_dir))
+    args = api.ExecProgramArgs(
+        k_filename_list=[str(kcl_dir / "main.k")],
+        work_dir=str(kcl_dir),
+        args=[
+            api.Argument(
+                name="productionStack", value=json.dumps(production_stack_upstream(schemas))
+            )
+        ],
+    )
     result = api.API().exec_program(args)
     if result.err_message:
         raise GenerateError(f"kcl/main.k failed: {result.err_message.strip()}")

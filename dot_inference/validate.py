@@ -13,17 +13,19 @@ Schemas come from
 
 CRD schemas are structural OpenAPI schemas; they are read as the API server reads them:
 defaults are applied and nulls of non-nullable fields dropped first; ``nullable``,
-``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields`` (unknown fields allowed
-at that level), ``x-kubernetes-embedded-resource`` (``apiVersion``/``kind`` required, ``metadata``
-checked as ObjectMeta), ``x-kubernetes-list-type`` (``set``/``map`` uniqueness) and the formats
-the API server checks (``date-time``, ``date``, ``byte``, ``ipv4``, ``ipv6``, ``uuid``) are
-honoured. Unlike the API server, which prunes unknown fields silently, unknown fields are
-reported, because they are nearly always mistakes. The root ``metadata`` of every object is
-checked as ObjectMeta (string maps, label and annotation key/value syntax, name rules of the
-kind). ``x-kubernetes-validations`` CEL rules are evaluated with cel-python plus the Kubernetes
-string/list helpers; a rule that cannot be evaluated here is counted in
-``report.cel_not_evaluated`` (never passed silently); transition rules (``oldSelf``) are skipped
-as the API server skips them on create and counted in ``report.cel_transition_rules_skipped``.
+``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields`` (unknown fields
+allowed at that level), ``x-kubernetes-embedded-resource`` (``apiVersion``/``kind`` required,
+``metadata`` checked as ObjectMeta), ``x-kubernetes-list-type`` (``set``/``map`` uniqueness)
+and the formats the API server checks (``date-time``, ``date``, ``byte``, ``ipv4``, ``ipv6``,
+``uuid``) are honoured. The API server prunes unknown fields silently (structural pruning of
+custom resources; built-in kinds drop them too): every such field is reported as an error that
+says it would be pruned, because a pruned field is a setting that silently does not happen. The
+root ``metadata`` of every object is checked as ObjectMeta (string maps, label and annotation
+key/value syntax, name rules of the kind). ``x-kubernetes-validations`` CEL rules are evaluated
+with cel-python plus the Kubernetes string/list helpers; a rule that cannot be evaluated here
+is counted in ``report.cel_not_evaluated`` (never passed silently); transition rules
+(``oldSelf``) are skipped as the API server skips them on create and counted in
+``report.cel_transition_rules_skipped``.
 
 Not emulated: Go-coded validation of core kinds beyond their OpenAPI schema (port ranges and
 the like) and admission webhooks.
@@ -62,6 +64,8 @@ __all__ = [
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 PROVIDER_KUBERNETES_GROUPS = ("kubernetes.crossplane.io", "kubernetes.m.crossplane.io")
+# What an unknown field means on a real cluster.
+PRUNED = "not in the schema, so the API server would prune it"
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,7 +276,7 @@ def _format_error(e: ValidationError) -> str:
         )
         prefix = f"{path}." if path else ""
         return (
-            "; ".join(f'{prefix}{k}: unknown field "{k}"' for k in extra)
+            "; ".join(f'{prefix}{k}: unknown field "{k}": {PRUNED}' for k in extra)
             or f"{path or '<root>'}: {e.message}"
         )
     return f"{path or '<root>'}: {e.message}"

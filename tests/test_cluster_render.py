@@ -36,11 +36,13 @@ HELM = "helm.m.crossplane.io/v1beta1"
 K8S = "kubernetes.m.crossplane.io/v1alpha1"
 USAGE = "protection.crossplane.io/v1beta1"
 
-# Every example turns on GPUs, nvidia, vllm and ingress: 3 Releases; the operator installer
-# is 4 Objects (GKE adds the GPU Operator's ResourceQuota).
+# Every example turns on GPUs, nvidia, vllm and ingress: 3 Releases; the production-stack
+# operator is 15 Objects (Namespace, 4 CRDs, ServiceAccount, 4 RBAC roles and 4 bindings...
+# see operator.k; GKE adds the GPU Operator's ResourceQuota).
+OPERATOR_OBJECTS = 15
 APPS = {
     (HELM, "Release"): 3,
-    (K8S, "Object"): 4,
+    (K8S, "Object"): OPERATOR_OBJECTS,
     (HELM, "ProviderConfig"): 1,
     (K8S, "ProviderConfig"): 1,
 }
@@ -62,8 +64,8 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EKS, "ClusterAuth"): 1,
             (M_AWS_EKS, "NodeGroup"): 2,
             **APPS,
-            # 7 app resources + cluster and ClusterAuth, each by both ProviderConfigs
-            (USAGE, "Usage"): 11,
+            # one per app resource + cluster and ClusterAuth, each by both ProviderConfigs
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 4,
         },
     },
     "azure": {
@@ -73,7 +75,7 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AKS, "KubernetesCluster"): 1,
             (M_AKS, "KubernetesClusterNodePool"): 1,
             **APPS,
-            (USAGE, "Usage"): 9,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 2,
         },
     },
     "google": {
@@ -84,17 +86,27 @@ CASES: dict[str, dict[str, Any]] = {
             (M_GKE, "Cluster"): 1,
             (M_GKE, "NodePool"): 2,
             **APPS,
-            (K8S, "Object"): 5,
-            (USAGE, "Usage"): 10,
+            (K8S, "Object"): OPERATOR_OBJECTS + 1,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 1 + 2,
         },
     },
-    "local": {"example": "cluster-local.yaml", "kinds": {**APPS, (USAGE, "Usage"): 7}},
-    "existing": {"example": "cluster-existing.yaml", "kinds": {**APPS, (USAGE, "Usage"): 7}},
+    "local": {
+        "example": "cluster-local.yaml",
+        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS},
+    },
+    "existing": {
+        "example": "cluster-existing.yaml",
+        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS},
+    },
 }
 
 
 def _from_kcl(tmp: Path) -> tuple[dict, dict]:
+    import json
+
     from kcl_lib import api
+
+    from dot_inference.generate import production_stack_upstream
 
     kcl = tmp / "kcl"
     shutil.copytree(ROOT / "kcl", kcl, ignore=shutil.ignore_patterns("_kcl_test_*"))
@@ -104,8 +116,9 @@ def _from_kcl(tmp: Path) -> tuple[dict, dict]:
         "xrd = inferencecluster.xrd\n"
         "composition = inferencecluster.composition\n"
     )
+    upstream = api.Argument(name="productionStack", value=json.dumps(production_stack_upstream()))
     result = api.API().exec_program(
-        api.ExecProgramArgs(k_filename_list=[str(main)], work_dir=str(kcl))
+        api.ExecProgramArgs(k_filename_list=[str(main)], work_dir=str(kcl), args=[upstream])
     )
     assert not result.err_message, result.err_message
     out = yaml.safe_load(result.yaml_result)
@@ -332,8 +345,8 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "gpuOperator": pin("gpu_operator"),
         "vllmStack": pin("vllm_stack"),
         "productionStackOperator": pin("production_stack_operator"),
+        "productionStackOperatorImage": pin("production_stack_operator_image"),
         "traefik": pin("traefik"),
-        "kubectlImage": f"registry.k8s.io/kubectl:{pin('kubectl')}",
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [
         "crossplane-contrib-function-kcl",

@@ -914,25 +914,19 @@ def test_setup_providerconfigs_validate() -> None:
     assert report.ok, report.summary()
 
 
-def test_vllmruntime_crd_comes_from_the_pinned_release() -> None:
-    """The llm-local suite's CRD comes from the operator manifest the InferenceCluster
-    installs, at the release kcl/versions.k pins."""
+def test_vllmruntime_crd_comes_from_the_pinned_commit() -> None:
+    """The llm-local suite applies the VLLMRuntime CRD the InferenceCluster installs: the
+    upstream CRD of the commit kcl/versions.k pins (../shared/schemas/production-stack)."""
     sys.path.insert(0, str(E2E / "scripts"))
     try:
         import production_stack
     finally:
         sys.path.pop(0)
-    try:
-        url = production_stack.operator_manifest_url()
-    except production_stack.ProductionStackError as e:
-        pytest.skip(str(e))
-    m = re.search(
-        r'^production_stack_operator\s*=\s*"([^"]+)"',
-        (ROOT / "kcl" / "versions.k").read_text(),
-        re.M,
-    )
-    assert m, "kcl/versions.k has no production_stack_operator"
-    assert f"/vllm-stack-{m.group(1)}/" in url
+    [crd] = production_stack.crds(["vllmruntimes.production-stack.vllm.ai"])
+    upstream = SCHEMAS.parent / "production-stack" / "production-stack.vllm.ai_vllmruntimes.yaml"
+    assert crd["spec"] == yaml.safe_load(upstream.read_text())["spec"]
+    with pytest.raises(production_stack.ProductionStackError, match="no CRD nope"):
+        production_stack.crds(["nope"])
 
 
 _STUB_KUBECTL = """#!/usr/bin/env bash

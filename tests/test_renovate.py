@@ -63,6 +63,8 @@ class Annotation(NamedTuple):
     registry_url: str
     value: str
     comment: str  # the comment lines above the pin, the annotation included
+    # A commit pin (git-refs): the branch Renovate follows; the value is then the commit.
+    branch: str = ""
 
 
 _ASSIGNMENT = re.compile(r'^(\w+)\s*=\s*"([^"]*)"\s*$')
@@ -93,6 +95,7 @@ def annotations(text: str | None = None) -> list[Annotation]:
                 registry_url=fields.get("registryUrl", ""),
                 value=m.group(2),
                 comment="\n".join(lines[start : i + 1]),
+                branch=fields.get("currentValue", ""),
             )
         )
     return out
@@ -173,6 +176,11 @@ def test_every_annotated_pin_is_found_once(deps: list[Dep], pin: Annotation) -> 
     found = [d for d in deps if d.file == "kcl/versions.k" and d.dep_name == pin.dep_name]
     assert len(found) == 1, f"{pin.variable}: Renovate found {found}"
     dep = found[0]
+    if pin.branch:
+        # A commit pin: Renovate reports the branch it follows; the value is the commit.
+        assert re.fullmatch(r"[0-9a-f]{40}", pin.value), f"{pin.variable}: not a commit"
+        assert (dep.datasource, dep.current_value) == (pin.datasource, pin.branch)
+        return
     assert (dep.datasource, dep.current_value) == (pin.datasource, pin.value)
     if pin.registry_url:
         assert dep.registry == pin.registry_url

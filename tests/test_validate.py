@@ -47,7 +47,7 @@ def release(**spec_overrides: Any) -> dict[str, Any]:
     }
 
 
-def vllm_runtime(replicas: Any = 1) -> dict[str, Any]:
+def vllm_runtime(replicas: Any = 1, **deployment: Any) -> dict[str, Any]:
     return {
         "apiVersion": "production-stack.vllm.ai/v1alpha1",
         "kind": "VLLMRuntime",
@@ -59,6 +59,7 @@ def vllm_runtime(replicas: Any = 1) -> dict[str, Any]:
                 "replicas": replicas,
                 "resources": {"cpu": "4", "memory": "16Gi", "gpu": "1"},
                 "image": {"registry": "docker.io", "name": "lmcache/vllm-openai:latest"},
+                **deployment,
             },
         },
     }
@@ -164,6 +165,14 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         vllm_runtime(replicas="one"),
         "invalid",
         "spec.deploymentConfig.replicas: 'one' is not of type 'integer'",
+    ),
+    (
+        # The stale release manifest had no nodeSelectorTerms; the pinned CRD has no nodeSelector.
+        "vllmruntime field the pinned CRD would prune",
+        vllm_runtime(nodeSelector={"gpu": "l4"}),
+        "invalid",
+        'spec.deploymentConfig.nodeSelector: unknown field "nodeSelector": not in the schema, '
+        "so the API server would prune it",
     ),
     (
         "vllmruntime missing required",
@@ -409,7 +418,10 @@ def test_object_manifest_is_validated_as_its_own_object() -> None:
     assert len(report.invalid) == 1
     oid, errors = report.invalid[0]
     assert oid == f"v1/Namespace vllm (manifest of {outer})"
-    assert errors == ['spec.finalizerz: unknown field "finalizerz"']
+    assert errors == [
+        'spec.finalizerz: unknown field "finalizerz": not in the schema, so the API server '
+        "would prune it"
+    ]
 
 
 def test_cel_counts() -> None:

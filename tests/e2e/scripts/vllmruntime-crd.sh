@@ -1,8 +1,8 @@
 #!/bin/sh
-# Applies the VLLMRuntime CRD of the production-stack release that kcl/versions.k pins
-# (`production_stack_operator`), taken from the same operator manifest an InferenceCluster
-# installs (production_stack.py finds its URL in the offline render), and waits until the
-# API server serves it. Used by tests/e2e/llm-local, which runs on a control plane without
+# Applies the VLLMRuntime CRD of the production-stack commit that kcl/versions.k pins
+# (`production_stack_operator`), exactly as an InferenceCluster installs it
+# (production_stack.py takes it from the offline render), and waits until the API server
+# serves it. Used by tests/e2e/llm-local, which runs on a control plane without
 # the operator: the CRD is all an LLMInference needs to compose its VLLMRuntime.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
