@@ -55,6 +55,7 @@ from jsonschema import validators as js_validators
 
 __all__ = [
     "ValidationReport",
+    "defaulted",
     "load_yaml_stream",
     "object_id",
     "schema_dirs",
@@ -169,6 +170,20 @@ def validate_objects(
     for obj in objs:
         _validate_one(obj, object_id(obj), index, k8s_version, report)
     return report
+
+
+def defaulted(obj: dict[str, Any], *, schema_paths: list[Path] | None = None) -> dict[str, Any]:
+    """A copy of `obj` as the API server stores it: the defaults of its CRD (or XRD) applied
+    and nulls of non-nullable fields dropped. Unchanged when no schema is known for it."""
+    paths = tuple(
+        Path(p).resolve() for p in (schema_paths if schema_paths is not None else schema_dirs())
+    )
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    entry = _SchemaIndex.for_paths(paths).entries.get((group, version, str(obj.get("kind", ""))))
+    out = copy.deepcopy(obj)
+    if entry is not None:
+        _default_and_drop_nulls(out, entry.schema)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

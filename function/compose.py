@@ -97,9 +97,10 @@ def _condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:
 
 
 def _keep_observed(inputs: Inputs, out: Outcome) -> None:
-    """Keep what already runs: a missing cluster must not delete a serving model."""
+    """Keep what already runs: a missing cluster must not delete a serving model. Each object
+    is returned as Crossplane must apply it (no status, no server-set metadata)."""
     for name, obj in inputs.observed.items():
-        out.resources[name] = obj
+        out.resources[name] = resources.desired_from_observed(obj)
 
 
 def _target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:

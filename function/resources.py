@@ -7,12 +7,20 @@ provider-kubernetes Object) and the Kubernetes API (Ingress, Namespace, Secret).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 PART_OF = "dot-inference"
-MODEL_LABEL = "inference.devopstoolkit.ai/model"
+# The model an object serves, as an annotation: a label would reach the pod selector, which
+# must never change (below).
+MODEL_ANNOTATION = "inference.devopstoolkit.ai/model"
+# Pod annotation that changes whenever the engine's configuration does (see `vllm_runtime`).
+CONFIG_HASH_ANNOTATION = "inference.devopstoolkit.ai/config-hash"
+# Where an engine may run when the GPU pool is not known (a ProviderConfig or the control
+# plane): every Linux node. The controller needs some node affinity (see `vllm_runtime`).
+ANY_LINUX_NODE = {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
 # The production-stack operator serves on this container port and fronts it with a Service on
 # port 80 named after the VLLMRuntime (operator internal/controller/vllmruntime_controller.go).
 ENGINE_PORT = 8000
@@ -36,12 +44,6 @@ def dns_label(name: str) -> str:
     return f"{label[:57].rstrip('-')}-{digest}"
 
 
-def label_value(text: str) -> str:
-    """`text` as a label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
-    value = re.sub(r"[^A-Za-z0-9._-]+", "--", text)[:63]
-    return value.strip("._-")
-
-
 def split_image(image: str) -> tuple[str, str]:
     """`docker.io/lmcache/vllm-openai:v1` -> (`docker.io`, `lmcache/vllm-openai:v1`): the
     operator joins registry and name with `/`."""
@@ -49,13 +51,26 @@ def split_image(image: str) -> tuple[str, str]:
     return registry, name
 
 
-def labels(name: str, model: str) -> dict[str, str]:
+def labels(name: str) -> dict[str, str]:
+    """Labels of the engine: constant for the life of an LLMInference. The controller copies
+    the VLLMRuntime's labels into its Deployment's selector, which the API server never lets
+    change, so nothing a user can edit (the model) may be among them."""
     return {
         "app.kubernetes.io/name": name,
         "app.kubernetes.io/part-of": PART_OF,
         "app.kubernetes.io/component": "engine",
-        MODEL_LABEL: label_value(model),
     }
+
+
+def config_hash(spec: Mapping[str, Any]) -> str:
+    """A digest of a VLLMRuntime spec without its replica count and pod annotations."""
+    deployment = {
+        k: v
+        for k, v in (spec.get("deploymentConfig") or {}).items()
+        if k not in ("replicas", "podAnnotations")
+    }
+    data = {**spec, "deploymentConfig": deployment}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def vllm_runtime(
@@ -80,7 +95,17 @@ def vllm_runtime(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A production-stack `VLLMRuntime` (one replica)."""
+    """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
+    pinned commit (operator/internal/controller/vllmruntime_controller.go):
+
+    - `nodeSelectorTerms` is always set: its update check dereferences the pod's node
+      affinity and panics without it (then it never writes status);
+    - it rolls the Deployment out only for changes of the model, port, image, resources,
+      node affinity, tolerations, runtime class, `/dev/shm` or pod annotations, never of the
+      other arguments or variables: a pod annotation carries a digest of the whole spec, so
+      every change rolls out;
+    - the labels never change (`labels`).
+    """
     registry, image_name = split_image(image)
     model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
     if max_model_len:
@@ -117,20 +142,21 @@ def vllm_runtime(
         "shmSize": shm_size,
         "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
     }
-    if node_selector:
-        deployment["nodeSelectorTerms"] = [
-            {
-                "matchExpressions": [
-                    {"key": k, "operator": "In", "values": [v]}
-                    for k, v in sorted(node_selector.items())
-                ]
-            }
-        ]
+    selector = sorted((node_selector or {}).items())
+    expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in selector]
+    deployment["nodeSelectorTerms"] = [{"matchExpressions": expressions or [dict(ANY_LINUX_NODE)]}]
+    spec = {"model": model_spec, "vllmConfig": vllm_config, "deploymentConfig": deployment}
+    deployment["podAnnotations"] = {CONFIG_HASH_ANNOTATION: config_hash(spec)}
     return {
         "apiVersion": "production-stack.vllm.ai/v1alpha1",
         "kind": "VLLMRuntime",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels(name, model)},
-        "spec": {"model": model_spec, "vllmConfig": vllm_config, "deploymentConfig": deployment},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels(name),
+            "annotations": {MODEL_ANNOTATION: model},
+        },
+        "spec": spec,
     }
 
 
@@ -192,7 +218,12 @@ def ingress(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels(name, model)},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels(name),
+            "annotations": {MODEL_ANNOTATION: model},
+        },
         "spec": spec,
     }
 
@@ -270,3 +301,20 @@ def wrap_in_object(
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
         "spec": spec,
     }
+
+
+# What a desired object may say about itself: everything else in metadata (uid,
+# resourceVersion, generation, creationTimestamp, managedFields, ownerReferences,
+# finalizers) is the API server's or Crossplane's to set, and a server-side apply that
+# carries managedFields is rejected.
+_DESIRED_METADATA = ("name", "namespace", "generateName", "labels", "annotations")
+
+
+def desired_from_observed(observed: Mapping[str, Any]) -> dict[str, Any]:
+    """An observed object as a desired one: what it says (kind, metadata we set, spec and
+    the other content), without status and server-set metadata."""
+    out = {k: v for k, v in observed.items() if k not in ("status", "metadata")}
+    metadata = observed.get("metadata")
+    if isinstance(metadata, Mapping):
+        out["metadata"] = {k: metadata[k] for k in _DESIRED_METADATA if k in metadata}
+    return out

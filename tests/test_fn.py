@@ -118,6 +118,44 @@ RUNTIME_LOADING = {
     "status": {"availableReplicas": 0, "unavailableReplicas": 1, "modelStatus": "NotReady"}
 }
 OBJECT_READY = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+# An Object as Crossplane observes it: what the function asked for, plus what the API
+# server and the provider wrote.
+OBSERVED_OBJECT = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "Object",
+    "metadata": {
+        "name": "qwen-runtime",
+        "namespace": "a-team",
+        "labels": {"app.kubernetes.io/part-of": "dot-inference"},
+        "annotations": {"crossplane.io/composition-resource-name": "vllm-runtime"},
+        "uid": "3f0c2b9e-0000-4000-8000-000000000001",
+        "resourceVersion": "123456",
+        "generation": 3,
+        "creationTimestamp": "2026-11-01T00:00:00Z",
+        "ownerReferences": [
+            {
+                "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+                "kind": "LLMInference",
+                "name": "qwen",
+                "uid": "3f0c2b9e-0000-4000-8000-000000000002",
+            }
+        ],
+        "finalizers": ["finalizer.managedresource.crossplane.io"],
+        "managedFields": [
+            {"manager": "apiextensions.crossplane.io/composed", "operation": "Apply"}
+        ],
+    },
+    "spec": {
+        "forProvider": {
+            "manifest": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a-team"}}
+        },
+        "providerConfigRef": {"kind": "ProviderConfig", "name": "gpus"},
+    },
+    "status": {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "atProvider": {"manifest": {"status": {"phase": "Active"}}},
+    },
+}
 
 CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
@@ -477,11 +515,11 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
             "required": {CLUSTER_REQ: []},
-            "observed": {"vllm-runtime": OBJECT_READY},
+            "observed": {"vllm-runtime": OBSERVED_OBJECT},
         },
         {
             "conditions": {"Cluster": ("False", "NotFound", "~does not exist")},
-            "resources": {"vllm-runtime": OBJECT_READY},
+            "resources": {"vllm-runtime": {"kind": "Object", "spec": OBSERVED_OBJECT["spec"]}},
         },
     ),
     (
@@ -625,3 +663,35 @@ def test_unexpected_error_is_a_fatal_result_not_a_crash(monkeypatch: pytest.Monk
     monkeypatch.setattr(function.fn, "compose", boom)
     got = summary(run(request(xr(model="Qwen/Qwen2.5-1.5B-Instruct"))))
     assert got["fatal"] is not None and "kaboom" in got["fatal"] and "bug" in got["fatal"]
+
+
+@pytest.mark.parametrize(
+    "required",
+    [
+        pytest.param({CLUSTER_REQ: []}, id="cluster gone"),
+        pytest.param({CLUSTER_REQ: [cluster(status__apps=None)]}, id="cluster not ready"),
+    ],
+)
+def test_kept_resources_carry_no_server_set_fields(required: dict[str, Any]) -> None:
+    """Crossplane server-side-applies what the function returns: an observed object goes
+    back without status and without the metadata the API server and Crossplane set
+    (managedFields makes the apply fail)."""
+    got = summary(
+        run(
+            request(
+                xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+                observed={"vllm-runtime": OBSERVED_OBJECT},
+                required=required,
+            )
+        )
+    )
+    kept = got["resources"]["vllm-runtime"]
+    assert kept == {
+        "apiVersion": OBSERVED_OBJECT["apiVersion"],
+        "kind": "Object",
+        "metadata": {
+            k: OBSERVED_OBJECT["metadata"][k]
+            for k in ("name", "namespace", "labels", "annotations")
+        },
+        "spec": OBSERVED_OBJECT["spec"],
+    }
