@@ -216,6 +216,15 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
         # Sizing speaks of `gpu: N`; the user wrote spec.parameters.gpu.
         message = f"spec.parameters.{e.message}" if e.message.startswith("gpu") else e.message
         raise SpecError(e.field, e.value, message) from e
+    if plan.shortfall and spec.gpu is not None and not target.gpu.assumed and not facts.estimated:
+        # The cluster's GPU and the model's size are both known: the engine would fail to
+        # start (out of memory, or no room for one sequence of its context).
+        raise SpecError(
+            f"{P}.gpu",
+            spec.gpu,
+            f"{P}.gpu: {spec.gpu} cannot hold {spec.model} on {target.cluster or 'this cluster'}: "
+            f"{plan.shortfall}",
+        )
     return facts, plan, "estimated" if facts.estimated else "catalog"
 
 
@@ -337,9 +346,8 @@ def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: 
             )
         )
     else:
-        message = next(
-            (w for w in plan.warnings if "needs about" in w),
-            f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB",
+        message = plan.shortfall or (
+            f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB"
         )
         out.conditions.append(Condition("GPUMemory", "False", "InsufficientMemory", message))
 

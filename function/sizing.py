@@ -17,7 +17,7 @@ Derivation rules
 | required_gib | `weights + gpus x overhead + useful KV`, and at least the recipe's `min_vram` (Kimi-K2.5: 714 GB = 665 GiB) | vLLM Kimi-K2.5 recipe (upstream-facts §6) |
 | gpus omitted | the smallest of 1, 2, 4, 8 (not above GPUs per node) that tensor parallelism can split the model over and whose memory offered >= required_gib; embedding models land on 1. None fits: SizingError on `spec.parameters.gpu` naming the GiB needed, what the node offers and the GPU size that would do | |
 | valid GPU counts | the count divides the attention heads, and the KV heads divide the count or the count divides the KV heads | vLLM: `num_attention_heads % tensor_parallel_size == 0`; `QKVParallelLinear` KV split/replication |
-| explicit gpus | must be a whole number >= 1, <= GPUs per node (one pod on one node; multi-node serving is out of scope) and a valid count, else SizingError on `spec.parameters.gpu`. If it is valid but too small, NOT an error: `fits=False` and a warning with the GiB needed and offered | PRD: the user's `gpu` is honoured |
+| explicit gpus | must be a whole number >= 1, <= GPUs per node (one pod on one node; multi-node serving is out of scope) and a valid count, else SizingError on `spec.parameters.gpu`. If it is valid but too small: `fits=False` and `shortfall` (the GiB needed and offered, and what would fit); the function refuses it when the cluster's GPU is known and the model's facts are catalogued, and warns otherwise | PRD: the user's `gpu` is honoured where it can work |
 | tensor_parallel_size | = gpus | PRD |
 | gpu_memory_utilization / dtype | 0.9 / `auto` | PRD |
 | kv_cache_gib | `offered - weights - gpus x overhead`, at least 0 | |
@@ -94,6 +94,8 @@ class Plan:
     enable_prefix_caching: bool
     enable_chunked_prefill: bool
     warnings: tuple[str, ...]
+    # Why the model does not fit these GPUs, with what would (None when it fits).
+    shortfall: str | None = None
 
 
 class SizingError(Exception):
@@ -336,6 +338,7 @@ def plan(facts: ModelFacts, gpus: int | None, gpu: GpuShape) -> Plan:
     embed = facts.task == "embed"
 
     warnings: list[str] = []
+    shortfall = None
     if not fits:
         message = f"{facts.id} needs about {required:.0f} GiB of GPU memory; {_offer(gpu, n)}"
         larger = [
@@ -344,7 +347,8 @@ def plan(facts: ModelFacts, gpus: int | None, gpu: GpuShape) -> Plan:
             if c > n and _required_gib(facts, c) <= _available_gib(gpu, c)
         ]
         hint = f"gpu: {larger[0]} would fit" if larger else _bigger_gpu_hint(facts, n)
-        warnings.append(f"{message}; {hint}")
+        shortfall = f"{message}; {hint}"
+        warnings.append(shortfall)
     elif not embed and max_model_len < facts.context_length:
         warnings.append(
             f"max_model_len is {max_model_len} tokens, below the {facts.context_length} tokens "
@@ -378,6 +382,7 @@ def plan(facts: ModelFacts, gpus: int | None, gpu: GpuShape) -> Plan:
         enable_prefix_caching=not embed,
         enable_chunked_prefill=not embed,
         warnings=tuple(warnings),
+        shortfall=shortfall,
     )
 
 

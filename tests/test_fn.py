@@ -587,6 +587,43 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
+        "explicit gpu too small on a known GPU: refused with the GiB needed and what fits",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-32B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [
+                    cluster(
+                        status__gpu__memoryGiB=22.5, status__gpu__type="l4", status__gpu__perNode=4
+                    )
+                ]
+            },
+        },
+        {
+            "fatal": "~spec.parameters.gpu: 1 cannot hold Qwen/Qwen2.5-32B-Instruct on gpus: "
+            "Qwen/Qwen2.5-32B-Instruct needs about 71 GiB of GPU memory; 1 x 22.5 GiB GPU at 0.9 "
+            "utilisation offers 20 GiB; gpu: 4 would fit",
+            "resources": {},
+        },
+    ),
+    (
+        "explicit gpu too small for a model estimated from its name: a warning, not a refusal",
+        {
+            "xr": xr(model="acme/Foo-32B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [
+                    cluster(
+                        status__gpu__memoryGiB=22.5, status__gpu__type="l4", status__gpu__perNode=4
+                    )
+                ]
+            },
+        },
+        {
+            "fatal": None,
+            "results": (("Warning", "~needs about 63 GiB"), ("Warning", "~estimated")),
+            "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~gpu: 4 would fit")},
+        },
+    ),
+    (
         "clusterRef to a cluster without apps.vllm is refused with the field to enable",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
