@@ -25,6 +25,9 @@ class Target:
     tolerations: tuple[dict[str, Any], ...] = ()
     ingress_class: str | None = None
     cluster: str | None = None
+    # The cluster's model-cache StorageClass and its stated read throughput (status.storage).
+    storage_class: str | None = None
+    storage_read_mib_s: float | None = None
 
 
 class ClusterNotReady(Exception):
@@ -94,6 +97,8 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     gpu_type = gpu.get("type")
     # The cluster's vLLM router discovers engines in its own namespace: deploy there.
     router_ns = dig(status, "vllm", "namespace")
+    storage_class = dig(status, "storage", "className")
+    read_rate = _num(dig(status, "storage", "readMiBps"))
     return Target(
         provider_config=provider_config,
         namespace=spec.target_namespace
@@ -108,4 +113,6 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         tolerations=tuple(t for t in tolerations if isinstance(t, dict)),
         ingress_class=ingress_class if isinstance(ingress_class, str) else None,
         cluster=spec.cluster_ref,
+        storage_class=storage_class if isinstance(storage_class, str) and storage_class else None,
+        storage_read_mib_s=read_rate if read_rate and read_rate > 0 else None,
     )

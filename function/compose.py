@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog, resources, sizing
+from function import catalog, resources, sizing, storage
 from function.cluster import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -37,6 +37,9 @@ RUNTIME = "vllm-runtime"
 INGRESS = "ingress"
 NAMESPACE = "namespace"
 HF_TOKEN = "hf-token"
+CACHE = "model-cache"
+# The download Job's key: this prefix and the digest of its name (a new Job per model).
+FETCH = "model-fetch"
 
 # Flags the function sets itself; a user's engine.extraArgs may override them (the last
 # occurrence wins in vLLM's argument parser), and the function says so.
@@ -75,6 +78,8 @@ class Outcome:
     # Readiness of the XR itself when the composed resources cannot say (nothing composed
     # yet because the cluster is missing or not ready): never Ready without a serving engine.
     xr_ready: bool | None = None
+    # Plan fields decided while building (the model cache), merged into status.plan.
+    status_extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,7 +249,9 @@ def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | N
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
-def _serving(inputs: Inputs, target: Target, name: str, out: Outcome) -> bool:
+def _serving(inputs: Inputs, target: Target, name: str, current: bool, out: Outcome) -> bool:
+    """Whether the engine serves; `current` is False while the runtime waits for the model
+    download (none yet, or the previous model's kept)."""
     observed = inputs.observed.get(RUNTIME)
     remote = target.provider_config is not None
     available = _available_replicas(observed, remote)
@@ -258,6 +265,15 @@ def _serving(inputs: Inputs, target: Target, name: str, out: Outcome) -> bool:
         out.conditions.append(
             Condition(
                 "Serving", "True", "Available", f"{where}: {available or 1} replica(s) serving"
+            )
+        )
+    elif not current:
+        out.conditions.append(
+            Condition(
+                "Serving",
+                "False",
+                "Downloading",
+                f"{where} starts once the model is in its cache (condition ModelCache)",
             )
         )
     elif observed is None:
@@ -352,16 +368,168 @@ def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: 
         out.conditions.append(Condition("GPUMemory", "False", "InsufficientMemory", message))
 
 
+@dataclass(frozen=True)
+class Fetch:
+    """The download Job for the current model: its name, composition key and progress."""
+
+    job: str
+    key: str
+    done: bool
+    failed: str | None  # the Job's failure message
+
+
+def _observed_manifest(obj: dict[str, Any] | None, remote: bool) -> dict[str, Any] | None:
+    """An observed object itself: for an Object, the live copy the provider reads back."""
+    if not remote or obj is None:
+        return obj
+    live = dig(obj, "status", "atProvider", "manifest")
+    return live if isinstance(live, dict) else dig(obj, "spec", "forProvider", "manifest")
+
+
+def _fetch(
+    spec: LLMSpec, name: str, image: str, token: SecretRef | None, inputs: Inputs, remote: bool
+) -> Fetch:
+    job = resources.fetch_job_name(
+        name, spec.model, image, (token.name, token.key) if token else None
+    )
+    key = f"{FETCH}-{job.rsplit('-', 1)[-1]}"
+    status = dig(_observed_manifest(inputs.observed.get(key), remote), "status")
+    succeeded = dig(status, "succeeded")
+    failed = next(
+        (
+            str(c.get("message") or c.get("reason") or "failed")
+            for c in dig(status, "conditions") or []
+            if isinstance(c, dict) and c.get("type") == "Failed" and c.get("status") == "True"
+        ),
+        None,
+    )
+    done = isinstance(succeeded, int | float) and not isinstance(succeeded, bool) and succeeded >= 1
+    return Fetch(job=job, key=key, done=done, failed=failed)
+
+
+def _cache_plan(
+    spec: LLMSpec,
+    target: Target,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    inputs: Inputs,
+) -> tuple[storage.CachePlan, int | None]:
+    """The cache plan and the size the claim has now (None before it exists)."""
+    claim = _observed_manifest(inputs.observed.get(CACHE), target.provider_config is not None)
+    current = storage.parse_gib(dig(claim, "spec", "resources", "requests", "storage"))
+    try:
+        cache = storage.plan_cache(
+            weights_gib=plan.weights_gib if facts is not None else None,
+            requested_gib=spec.storage.size_gib,
+            observed_gib=current,
+            load_rate_mib_s=target.storage_read_mib_s,
+            field=f"{P}.storage.size",
+        )
+    except storage.StorageError as e:
+        raise SpecError(e.field, e.value, e.message) from e
+    return cache, current
+
+
+def _place(
+    spec: LLMSpec, target: Target, key: str, manifest: dict[str, Any], out: Outcome, **wrap: Any
+) -> None:
+    """Compose `manifest` directly, or for another cluster in a provider-kubernetes Object
+    named `<claim>-<suffix>` (wrap: suffix, and wrap_in_object's options)."""
+    if target.provider_config is None:
+        out.resources[key] = manifest
+        return
+    suffix = wrap.pop("suffix")
+    out.resources[key] = resources.wrap_in_object(
+        manifest,
+        name=resources.dns_label(f"{spec.name}-{suffix}"),
+        provider_config=target.provider_config,
+        **wrap,
+    )
+
+
+def _cache_condition(
+    spec: LLMSpec,
+    target: Target,
+    name: str,
+    cache: storage.CachePlan,
+    class_name: str | None,
+    fetch: Fetch,
+    holding: bool,
+    out: Outcome,
+) -> None:
+    claim = f"PersistentVolumeClaim {target.namespace}/{name} ({storage.quantity(cache.size_gib)}"
+    claim += f", StorageClass {class_name})" if class_name else ", default StorageClass)"
+    job = f"Job {target.namespace}/{fetch.job}"
+    if fetch.failed:
+        out.conditions.append(
+            Condition(
+                "ModelCache",
+                "False",
+                "DownloadFailed",
+                f"{job} could not download {spec.model}: {fetch.failed}. Fix the cause (a gated "
+                f"model needs {P}.hfTokenSecretRef; a full volume needs {P}.storage.size) and "
+                f"delete the Job to run it again",
+            )
+        )
+    elif fetch.done:
+        out.conditions.append(
+            Condition(
+                "ModelCache",
+                "True",
+                "Cached",
+                f"{spec.model} is in {claim}; the engine starts in about {cache.start_s} s "
+                f"(reading at {cache.load_rate_mib_s:g} MiB/s), within the operator's "
+                f"{cache.startup_budget_s} s startup probe"
+                if cache.fits_startup_budget
+                else f"{spec.model} is in {claim}",
+            )
+        )
+    else:
+        size = f"{cache.weights_gib:.0f} GiB" if cache.weights_gib else "size unknown"
+        out.conditions.append(
+            Condition(
+                "ModelCache",
+                "False",
+                "Downloading",
+                f"{job} is downloading {spec.model} ({size}) into {claim}, deadline "
+                f"{cache.download_deadline_s} s"
+                + ("; the model served until now keeps serving" if holding else ""),
+            )
+        )
+    if not cache.fits_startup_budget:
+        out.warnings.append(
+            f"{spec.model}: the engine needs about {cache.start_s} s to read "
+            f"{cache.weights_gib or cache.needed_gib:.0f} GiB at {cache.load_rate_mib_s:g} MiB/s "
+            f"and start, more than the production-stack operator's fixed startup probe allows "
+            f"({cache.startup_budget_s} s): the kubelet restarts it until the weights sit in "
+            f"the node's page cache. Use a faster StorageClass ({P}.storage.className)"
+        )
+    if cache.weights_gib is None and spec.storage.size_gib is None:
+        out.warnings.append(
+            f"{spec.model}: its size is not known, so the model cache is "
+            f"{storage.quantity(cache.size_gib)}; set {P}.storage.size if it needs more"
+        )
+
+
 def _build(
     spec: LLMSpec,
     target: Target,
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
     image: str,
+    inputs: Inputs,
     out: Outcome,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, Any], bool]:
+    """Compose everything; returns the runtime's name, its desired manifest (for status) and
+    whether the model is in the cache (until then the runtime has no replica, or the engine
+    that serves now is kept while the new model downloads)."""
     name = resources.dns_label(spec.name)
     token = _hf_token(spec, facts)
+    hf_token = (token.name, token.key) if token else None
+    remote = target.provider_config is not None
+    cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs)
+    class_name = spec.storage.class_name or target.storage_class
+    fetch = _fetch(spec, name, image, token, inputs, remote)
     runtime = resources.vllm_runtime(
         name=name,
         namespace=target.namespace,
@@ -379,32 +547,22 @@ def _build(
         enable_chunked_prefill=plan.enable_chunked_prefill,
         extra_args=_engine_args(spec, facts, plan, out),
         env=list(plan.env) + list(spec.engine.env),
-        hf_token=(token.name, token.key) if token else None,
+        hf_token=hf_token,
         node_selector=target.node_selector,
         tolerations=target.tolerations or None,
+        # The claim's size as it is now: the controller rewrites a claim whose size differs.
+        cache=(storage.quantity(claim_gib or cache.size_gib), class_name),
+        # No pod until the weights are in the cache.
+        replicas=1 if fetch.done else 0,
     )
-    manifests: dict[str, dict[str, Any]] = {RUNTIME: runtime}
-    if spec.ingress_host:
-        manifests[INGRESS] = resources.ingress(
-            name=name,
-            namespace=target.namespace,
-            host=spec.ingress_host,
-            service=name,
-            class_name=target.ingress_class,
-            model=spec.model,
+    if remote:
+        out.resources[NAMESPACE] = resources.wrap_in_object(
+            resources.namespace(target.namespace),
+            name=resources.dns_label(f"{spec.name}-namespace"),
+            provider_config=target.provider_config,
+            management_policies=resources.NAMESPACE_POLICIES,
         )
-    if target.provider_config is None:
-        out.resources.update(manifests)
-        return name, runtime
-    # Another cluster: wrap each manifest in a provider-kubernetes Object.
-    pc = target.provider_config
-    out.resources[NAMESPACE] = resources.wrap_in_object(
-        resources.namespace(target.namespace),
-        name=resources.dns_label(f"{spec.name}-namespace"),
-        provider_config=pc,
-        management_policies=resources.NAMESPACE_POLICIES,
-    )
-    if token is not None:
+    if token is not None and remote:
         secret, refs = resources.copied_secret(
             name=token.name,
             namespace=target.namespace,
@@ -412,24 +570,88 @@ def _build(
             source_name=token.name,
             source_namespace=spec.namespace,
         )
-        out.resources[HF_TOKEN] = resources.wrap_in_object(
-            secret,
-            name=resources.dns_label(f"{spec.name}-hf-token"),
-            provider_config=pc,
-            references=refs,
-        )
-    out.resources[RUNTIME] = resources.wrap_in_object(
-        runtime,
-        name=resources.dns_label(f"{spec.name}-runtime"),
-        provider_config=pc,
-        readiness_cel=resources.RUNTIME_READY_CEL,
+        _place(spec, target, HF_TOKEN, secret, out, suffix="hf-token", references=refs)
+    _place(
+        spec,
+        target,
+        CACHE,
+        resources.model_cache_claim(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            size=storage.quantity(cache.size_gib),
+            class_name=class_name,
+        ),
+        out,
+        suffix="model-cache",
+    )
+    _place(
+        spec,
+        target,
+        fetch.key,
+        resources.model_fetch_job(
+            name=name,
+            job_name=fetch.job,
+            namespace=target.namespace,
+            model=spec.model,
+            image=image,
+            hf_token=hf_token,
+            node_selector=target.node_selector,
+            tolerations=target.tolerations or None,
+            deadline_seconds=cache.download_deadline_s,
+        ),
+        out,
+        suffix=f"fetch-{fetch.key.rsplit('-', 1)[-1]}",
+        readiness_cel=resources.JOB_DONE_CEL,
         watch=True,
     )
-    if INGRESS in manifests:
-        out.resources[INGRESS] = resources.wrap_in_object(
-            manifests[INGRESS], name=resources.dns_label(f"{spec.name}-ingress"), provider_config=pc
+    observed_runtime = inputs.observed.get(RUNTIME)
+    started = dig(
+        _observed_manifest(observed_runtime, remote), "spec", "deploymentConfig", "replicas"
+    )
+    # An engine that already started keeps serving its model until the new one is cached.
+    holding = not fetch.done and isinstance(started, int) and started >= 1
+    if holding:
+        out.resources[RUNTIME] = resources.desired_from_observed(observed_runtime)
+    else:
+        _place(
+            spec,
+            target,
+            RUNTIME,
+            runtime,
+            out,
+            suffix="runtime",
+            readiness_cel=resources.RUNTIME_READY_CEL,
+            watch=True,
         )
-    return name, runtime
+    if spec.ingress_host:
+        _place(
+            spec,
+            target,
+            INGRESS,
+            resources.ingress(
+                name=name,
+                namespace=target.namespace,
+                host=spec.ingress_host,
+                service=name,
+                class_name=target.ingress_class,
+                model=spec.model,
+            ),
+            out,
+            suffix="ingress",
+        )
+    _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
+    out.status_extra["cache"] = {
+        "claim": name,
+        "size": storage.quantity(cache.size_gib),
+        **({"storageClass": class_name} if class_name else {}),
+        "downloadJob": fetch.job,
+        "downloadDeadlineSeconds": cache.download_deadline_s,
+        "loadMiBps": cache.load_rate_mib_s,
+        "startSeconds": cache.start_s,
+        "startupBudgetSeconds": cache.startup_budget_s,
+    }
+    return name, runtime, fetch.done
 
 
 def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> None:
@@ -438,6 +660,9 @@ def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> N
         observed = inputs.observed.get(key)
         if key == RUNTIME:
             out.ready[key] = serving
+        elif key.startswith(FETCH):
+            status = dig(_observed_manifest(observed, remote), "status", "succeeded")
+            out.ready[key] = isinstance(status, int | float) and status >= 1
         elif remote:
             out.ready[key] = _condition_true(observed)
         else:
@@ -455,25 +680,27 @@ def compose(inputs: Inputs) -> Outcome:
             out.xr_ready = False
             return out
         facts, plan, source = _plan(spec, target)
+        image = spec.engine.image or inputs.engine_image
+        if not image:
+            out.fatal = (
+                "the Composition passes no engine image (input engine.image) and "
+                f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
+            )
+            return out
+        out.warnings.extend(plan.warnings)
+        if facts is None:
+            out.warnings.append(
+                f"{spec.model} is not in the catalog and its name carries no size: deployed on "
+                f"the {plan.gpus} GPU(s) asked for, GPU memory not checked"
+            )
+        name, runtime, current = _build(spec, target, facts, plan, image, inputs, out)
     except SpecError as e:
         out.fatal = e.message
+        out.resources.clear()
         return out
-    image = spec.engine.image or inputs.engine_image
-    if not image:
-        out.fatal = (
-            "the Composition passes no engine image (input engine.image) and "
-            f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
-        )
-        return out
-    out.warnings.extend(plan.warnings)
-    if facts is None:
-        out.warnings.append(
-            f"{spec.model} is not in the catalog and its name carries no size: deployed on "
-            f"the {plan.gpus} GPU(s) asked for, GPU memory not checked"
-        )
-    name, runtime = _build(spec, target, facts, plan, image, out)
     _memory_condition(facts, plan, out)
-    serving = _serving(inputs, target, name, out)
+    serving = _serving(inputs, target, name, current, out)
     _readiness(inputs, target, serving, out)
     out.status = _status(spec, facts, plan, source, runtime, image, _endpoint(spec, target, name))
+    out.status["plan"] |= out.status_extra
     return out

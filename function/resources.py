@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 PART_OF = "dot-inference"
@@ -28,6 +29,28 @@ SERVICE_PORT = 80
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # Ready means serving: at least one engine replica passed its /health readiness probe.
 RUNTIME_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
+# The model cache volume inside the engine and the download Job: the Hugging Face cache
+# (weights) and vLLM's own cache (torch.compile, CUDA graphs) live there.
+CACHE_MOUNT = "/data"
+CACHE_ENV = (("HF_HOME", f"{CACHE_MOUNT}/huggingface"), ("VLLM_CACHE_ROOT", f"{CACHE_MOUNT}/vllm"))
+
+
+# The download Job's program (function/model_fetch.py), run by the engine image's Python.
+def _program(path: Path) -> str:
+    """A module's source without its docstring (documentation stays in the file)."""
+    import ast
+
+    source = path.read_text()
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        source = "\n".join(source.splitlines()[body[0].end_lineno :])
+    return source.strip() + "\n"
+
+
+FETCH_SCRIPT = _program(Path(__file__).with_name("model_fetch.py"))
+ENGINE_PYTHON = "/opt/venv/bin/python"
+# Ready means the download finished.
+JOB_DONE_CEL = "has(object.status.succeeded) && object.status.succeeded >= 1"
 # A namespace we create on a remote cluster may hold things we did not create: never delete it.
 NAMESPACE_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 
@@ -94,6 +117,8 @@ def vllm_runtime(
     hf_token: tuple[str, str] | None,
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
+    cache: tuple[str, str | None] | None = None,
+    replicas: int = 1,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -104,7 +129,11 @@ def vllm_runtime(
       node affinity, tolerations, runtime class, `/dev/shm` or pod annotations, never of the
       other arguments or variables: a pod annotation carries a digest of the whole spec, so
       every change rolls out;
-    - the labels never change (`labels`).
+    - the labels never change (`labels`);
+    - `cache` (size, storage class) mounts the model cache claim, named after the runtime as
+      the controller expects, at /data; the size must be the claim's current size (the
+      controller rewrites the claim when they differ, which the API server refuses);
+    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts.
     """
     registry, image_name = split_image(image)
     model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
@@ -131,10 +160,11 @@ def vllm_runtime(
         vllm_config["tensorParallelSize"] = gpus
     if extra_args:
         vllm_config["extraArgs"] = list(extra_args)
+    env = [*(CACHE_ENV if cache else ()), *env]
     if env:
         vllm_config["env"] = [{"name": k, "value": v} for k, v in env]
     deployment: dict[str, Any] = {
-        "replicas": 1,
+        "replicas": replicas,
         # A rolling update needs a second set of GPUs that a GPU pool rarely has free.
         "deploymentStrategy": "Recreate",
         "image": {"registry": registry, "name": image_name},
@@ -142,10 +172,23 @@ def vllm_runtime(
         "shmSize": shm_size,
         "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
     }
-    selector = sorted((node_selector or {}).items())
-    expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in selector]
-    deployment["nodeSelectorTerms"] = [{"matchExpressions": expressions or [dict(ANY_LINUX_NODE)]}]
-    spec = {"model": model_spec, "vllmConfig": vllm_config, "deploymentConfig": deployment}
+    deployment["nodeSelectorTerms"] = engine_affinity(node_selector)
+    spec: dict[str, Any] = {
+        "model": model_spec,
+        "vllmConfig": vllm_config,
+        "deploymentConfig": deployment,
+    }
+    if cache:
+        storage = {
+            "enabled": True,
+            "size": cache[0],
+            # The CRD defaults to ReadWriteMany, which most clouds' block storage cannot bind.
+            "accessMode": "ReadWriteOnce",
+            "mountPath": CACHE_MOUNT,
+        }
+        if cache[1]:
+            storage["storageClassName"] = cache[1]
+        spec["storageConfig"] = storage
     deployment["podAnnotations"] = {CONFIG_HASH_ANNOTATION: config_hash(spec)}
     return {
         "apiVersion": "production-stack.vllm.ai/v1alpha1",
@@ -157,6 +200,132 @@ def vllm_runtime(
             "annotations": {MODEL_ANNOTATION: model},
         },
         "spec": spec,
+    }
+
+
+def engine_affinity(node_selector: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """nodeSelectorTerms for the GPU pool's labels (any Linux node when none are known)."""
+    selector = sorted((node_selector or {}).items())
+    expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in selector]
+    return [{"matchExpressions": expressions or [dict(ANY_LINUX_NODE)]}]
+
+
+def model_cache_claim(
+    *, name: str, namespace: str, model: str, size: str, class_name: str | None
+) -> dict[str, Any]:
+    """The model cache: a ReadWriteOnce claim named after the runtime (the controller mounts
+    the claim of that name)."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if class_name:
+        spec["storageClassName"] = class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**labels(name), "app.kubernetes.io/component": "model-cache"},
+            "annotations": {MODEL_ANNOTATION: model},
+        },
+        "spec": spec,
+    }
+
+
+def fetch_job_name(name: str, model: str, image: str, hf_token: tuple[str, str] | None) -> str:
+    """The download Job's name: a digest of what it downloads with, so a change runs a new
+    Job (a Job's template cannot change)."""
+    digest = hashlib.sha256(json.dumps([model, image, hf_token]).encode()).hexdigest()[:8]
+    return f"{name[:47].rstrip('-')}-fetch-{digest}"
+
+
+def model_fetch_job(
+    *,
+    name: str,
+    job_name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    node_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    deadline_seconds: int,
+) -> dict[str, Any]:
+    """A Job that downloads `model` into the cache claim `name`, on the GPU pool (so a zonal
+    volume lands where the engine can run), next to the engine's pod when one runs (a
+    ReadWriteOnce volume attaches to one node)."""
+    env: list[dict[str, Any]] = [
+        {"name": k, "value": v} for k, v in CACHE_ENV if k == "HF_HOME"
+    ] + [
+        # hf_xet keeps a chunk cache (10 GB by default) under HF_HOME: not on the cache volume.
+        {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+    ]
+    if hf_token:
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": hf_token[0], "key": hf_token[1]}},
+            }
+        )
+    pod_labels = {**labels(name), "app.kubernetes.io/component": "model-fetch"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": namespace,
+            "labels": pod_labels,
+            "annotations": {MODEL_ANNOTATION: model},
+        },
+        "spec": {
+            # Each attempt resumes what the previous ones downloaded.
+            "backoffLimit": 6,
+            "activeDeadlineSeconds": deadline_seconds,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": engine_affinity(node_selector)
+                            }
+                        },
+                        # The controller labels the engine's pods `app: <runtime name>`.
+                        "podAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {"matchLabels": {"app": name}},
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        },
+                    },
+                    "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+                    "containers": [
+                        {
+                            "name": "fetch",
+                            "image": image,
+                            "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model],
+                            "env": env,
+                            "resources": {
+                                "requests": {"cpu": "500m", "memory": "1Gi"},
+                                "limits": {"memory": "4Gi"},
+                            },
+                            "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "model-cache", "persistentVolumeClaim": {"claimName": name}}
+                    ],
+                },
+            },
+        },
     }
 
 

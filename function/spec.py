@@ -53,6 +53,12 @@ class EngineOverrides:
 
 
 @dataclass(frozen=True)
+class StorageSpec:
+    class_name: str | None = None
+    size_gib: int | None = None
+
+
+@dataclass(frozen=True)
 class LLMSpec:
     name: str
     namespace: str
@@ -64,6 +70,7 @@ class LLMSpec:
     cluster_ref: str | None = None
     hf_token_secret: SecretRef | None = None  # only when given explicitly
     engine: EngineOverrides = field(default_factory=EngineOverrides)
+    storage: StorageSpec = field(default_factory=StorageSpec)
 
     @property
     def remote(self) -> bool:
@@ -76,12 +83,14 @@ def _short(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _optional_str(params: dict, key: str, pattern: re.Pattern[str], what: str) -> str | None:
+def _optional_str(
+    params: dict, key: str, pattern: re.Pattern[str], what: str, where: str = P
+) -> str | None:
     if key not in params or params[key] is None:
         return None
     value = params[key]
     if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
-        raise SpecError(f"{P}.{key}", value, f"{P}.{key}: {_short(value)} is not {what}")
+        raise SpecError(f"{where}.{key}", value, f"{where}.{key}: {_short(value)} is not {what}")
     return value
 
 
@@ -194,6 +203,31 @@ def _engine(params: dict) -> EngineOverrides:
     )
 
 
+STORAGE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(Gi|Ti)$")
+
+
+def _storage(params: dict) -> StorageSpec:
+    storage = params.get("storage")
+    if storage is None:
+        return StorageSpec()
+    f = f"{P}.storage"
+    if not isinstance(storage, dict):
+        raise SpecError(f, storage, f"{f} must be an object (className, size)")
+    class_name = _optional_str(storage, "className", DNS_SUBDOMAIN, "a StorageClass name", f)
+    size = storage.get("size")
+    size_gib = None
+    if size is not None:
+        m = STORAGE_SIZE.match(size) if isinstance(size, str) else None
+        if not m:
+            raise SpecError(
+                f"{f}.size",
+                size,
+                f"{f}.size: {_short(size)} is not a size; write whole Gi or Ti, e.g. 800Gi or 2Ti",
+            )
+        size_gib = int(m.group(1)) * (1024 if m.group(2) == "Ti" else 1)
+    return StorageSpec(class_name=class_name, size_gib=size_gib)
+
+
 def parse(xr: dict[str, Any]) -> LLMSpec:
     """Read an observed LLMInference into an LLMSpec, or raise SpecError."""
     metadata = xr.get("metadata") if isinstance(xr.get("metadata"), dict) else {}
@@ -249,4 +283,5 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         cluster_ref=cluster_ref,
         hf_token_secret=_hf_token(params),
         engine=_engine(params),
+        storage=_storage(params),
     )

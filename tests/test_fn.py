@@ -113,6 +113,22 @@ def contains(expected: Any, actual: Any, path: str = "") -> None:
         assert actual == expected, f"{path}: expected {expected!r}, got {actual!r}"
 
 
+# The engine's cache variables (function/resources.py CACHE_ENV), first in its env.
+CACHE_ENV = [
+    {"name": "HF_HOME", "value": "/data/huggingface"},
+    {"name": "VLLM_CACHE_ROOT", "value": "/data/vllm"},
+]
+
+
+def fetch_done(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The observed download Job of `claim`, succeeded (its key carries a digest)."""
+    from function.compose import FETCH, Inputs, compose
+
+    out = compose(Inputs(xr=claim, engine_image=engine_image()))
+    key = next(k for k in out.resources if k.startswith(FETCH))
+    return {key: {"status": {"succeeded": 1}}}
+
+
 RUNTIME_AVAILABLE = {"status": {"availableReplicas": 1, "modelStatus": "Ready"}}
 RUNTIME_LOADING = {
     "status": {"availableReplicas": 0, "unavailableReplicas": 1, "modelStatus": "NotReady"}
@@ -219,7 +235,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             },
             "conditions": {
                 "GPUMemory": ("True", "Fits", "~offer 72 GiB"),
-                "Serving": ("False", "Creating", "~waiting for VLLMRuntime a-team/qwen"),
+                "Serving": ("False", "Downloading", "~starts once the model is in its cache"),
+                "ModelCache": ("False", "Downloading", "~PersistentVolumeClaim a-team/qwen"),
             },
             "fatal": None,
         },
@@ -263,7 +280,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                     "spec": {
                         "vllmConfig": {
                             "tensorParallelSize": 8,
-                            "env": [{"name": "VLLM_WORKER_MULTIPROC_METHOD", "value": "spawn"}],
+                            "env": [
+                                *CACHE_ENV,
+                                {"name": "VLLM_WORKER_MULTIPROC_METHOD", "value": "spawn"},
+                            ],
                             "extraArgs": [
                                 "--served-model-name",
                                 "moonshotai/Kimi-K2.5",
@@ -385,7 +405,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                                 "--enforce-eager",
                                 "--dtype=bfloat16",
                             ],
-                            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                            "env": [*CACHE_ENV, {"name": "HF_HUB_OFFLINE", "value": "1"}],
                         },
                         "deploymentConfig": {
                             "image": {"registry": "ghcr.io", "name": "me/vllm-openai:custom"}
@@ -412,7 +432,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "observed engine still loading: not ready, says what it waits for",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct"),
-            "observed": {"vllm-runtime": RUNTIME_LOADING},
+            "observed": {
+                "vllm-runtime": RUNTIME_LOADING,
+                **fetch_done(xr(model="Qwen/Qwen2.5-1.5B-Instruct")),
+            },
         },
         {
             "ready": {"vllm-runtime": False},

@@ -44,3 +44,41 @@ def test_configuration_depends_on_every_function_the_compositions_use() -> None:
             name = step["functionRef"]["name"]
             assert any(name.endswith(p) for p in packages), f"{name} is not in dependsOn"
     assert all(d["apiVersion"] == "pkg.crossplane.io/v1" for d in config["spec"]["dependsOn"])
+
+
+# Crossplane's own ClusterRole (upstream-facts section 1): Secrets, Services, ServiceAccounts,
+# Deployments and everything in *.crossplane.io.
+CROSSPLANE_OWN = {
+    ("", "secrets"),
+    ("", "services"),
+    ("", "serviceaccounts"),
+    ("apps", "deployments"),
+}
+
+
+def test_crossplane_may_manage_every_kind_composed_directly() -> None:
+    """An LLMInference without a cluster composes into the control plane: each kind needs
+    Crossplane's own role or install/crossplane-rbac.yaml."""
+    from function.compose import Inputs, compose
+
+    granted = set(CROSSPLANE_OWN)
+    for role in load_yaml(ROOT / "install" / "crossplane-rbac.yaml"):
+        for rule in role["rules"]:
+            if {"create", "update", "patch", "delete"} <= set(rule["verbs"]):
+                granted |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+    plural = {
+        "VLLMRuntime": "vllmruntimes",
+        "Ingress": "ingresses",
+        "Job": "jobs",
+        "PersistentVolumeClaim": "persistentvolumeclaims",
+    }
+    for path in sorted(EXAMPLES.glob("llm-*.yaml")):
+        for claim in load_yaml(path):
+            if claim.get("kind") != "LLMInference" or "clusterRef" in claim["spec"]["parameters"]:
+                continue
+            out = compose(Inputs(xr=claim, engine_image=composition_input()["engine"]["image"]))
+            for obj in out.resources.values():
+                group = obj["apiVersion"].rpartition("/")[0]
+                if group.endswith("crossplane.io"):
+                    continue
+                assert (group, plural[obj["kind"]]) in granted, f"{path.name}: {obj['kind']}"

@@ -1,0 +1,135 @@
+"""Deleting an XR completes: the rendered Usages order every deletion that could otherwise
+hang, and they form no cycle.
+
+Crossplane deletes composed resources all at once; a Usage holds its `of` until its `by` is
+gone. What must outlive what, for a deletion to finish:
+
+- an Object or Release needs its ProviderConfig to reach the cluster (else its finalizer
+  never goes);
+- a ProviderConfig needs the composed resource that writes its kubeconfig Secret (EKS
+  ClusterAuth, AKS and GKE clusters);
+- a nested LLMInference's Objects need the cluster's provider-kubernetes ProviderConfig;
+- a CRD the XR installs is never deleted by it (deleting it deletes every object of that kind
+  on the cluster, and an Object whose kind is gone cannot finish deleting);
+- and the Usages form no cycle (a cycle is a deletion that never ends).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, PACKAGE
+
+from dot_inference import render
+
+Key = tuple[str, str, str]  # (API group, kind, name)
+
+
+def _key(api_version: str, kind: str, name: str) -> Key:
+    return (api_version.rsplit("/", 1)[0] if "/" in api_version else "", kind, name)
+
+
+def _of(obj: dict[str, Any]) -> Key:
+    return _key(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+def _ref(ref: dict[str, Any]) -> Key:
+    return _key(ref["apiVersion"], ref["kind"], ref["resourceRef"]["name"])
+
+
+def _renders() -> list[tuple[str, list[dict[str, Any]]]]:
+    pkg = render.load_package(PACKAGE)
+    out = []
+    for path in sorted(EXAMPLES.glob("cluster-*.yaml")):
+        for xr in render.load_objects(path):
+            if render.is_handled_xr(pkg, xr):
+                result = render.render_in_package(pkg, xr)
+                assert result.fatal is None, result.fatal
+                out.append((f"{path.name}:{xr['metadata']['name']}", result.composed))
+    return out
+
+
+RENDERS = _renders()
+
+
+def _protects(composed: list[dict[str, Any]]) -> set[tuple[Key, Key]]:
+    """(of, by) of every Usage."""
+    return {
+        (_ref(u["spec"]["of"]), _ref(u["spec"]["by"])) for u in composed if u["kind"] == "Usage"
+    }
+
+
+def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
+    """(of, by, why) for every edge a deletion needs."""
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in composed}
+    writers = {
+        o["spec"]["writeConnectionSecretToRef"]["name"]: o
+        for o in composed
+        if isinstance(o.get("spec"), dict) and o["spec"].get("writeConnectionSecretToRef")
+    }
+    needs: set[tuple[Key, Key, str]] = set()
+    for o in composed:
+        group = o["apiVersion"].rsplit("/", 1)[0]
+        pc_ref = (o.get("spec") or {}).get("providerConfigRef")
+        if o["kind"] in ("Object", "Release") and pc_ref and pc_ref["kind"] == "ProviderConfig":
+            pc = (group, "ProviderConfig", pc_ref["name"])
+            needs.add((pc, _of(o), f"{o['kind']} reaches the cluster through its ProviderConfig"))
+        if o["kind"] == "ProviderConfig":
+            secret = o["spec"].get("credentials", {}).get("secretRef", {}).get("name")
+            if secret in writers:
+                needs.add(
+                    (
+                        _of(writers[secret]),
+                        _of(o),
+                        "the ProviderConfig's kubeconfig is written here",
+                    )
+                )
+        if o["kind"] == "LLMInference":
+            pc = (
+                "kubernetes.m.crossplane.io",
+                "ProviderConfig",
+                o["spec"]["parameters"]["clusterRef"]["name"],
+            )
+            assert ("ProviderConfig", pc[2]) in by_name
+            needs.add((pc, _of(o), "a nested model's Objects use the cluster's ProviderConfig"))
+    return needs
+
+
+@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
+def test_every_edge_a_deletion_needs_is_a_usage(name: str, composed: list[dict[str, Any]]) -> None:
+    have = _protects(composed)
+    missing = sorted(
+        f"{by} needs {of}: {why}" for of, by, why in _needs(composed) if (of, by) not in have
+    )
+    assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
+def test_deleting_everything_terminates(name: str, composed: list[dict[str, Any]]) -> None:
+    """Delete all at once; each round, whatever no remaining resource uses goes."""
+    edges = _protects(composed)
+    remaining = {_of(o) for o in composed if o["kind"] != "Usage"}
+    rounds = 0
+    while remaining:
+        free = {k for k in remaining if not any(of == k and by in remaining for of, by in edges)}
+        assert free, f"deletion never ends: {sorted(remaining)} wait on each other"
+        remaining -= free
+        rounds += 1
+    assert rounds >= 2 or not edges
+
+
+@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
+def test_installed_crds_are_never_deleted(name: str, composed: list[dict[str, Any]]) -> None:
+    for o in composed:
+        manifest = (o.get("spec") or {}).get("forProvider", {}).get("manifest") or {}
+        if o["kind"] == "Object" and manifest.get("kind") == "CustomResourceDefinition":
+            policies = o["spec"].get("managementPolicies", ["*"])
+            assert "Delete" not in policies and "*" not in policies, o["metadata"]["name"]
+
+
+def test_renders_cover_every_cluster_example() -> None:
+    assert {n.split(":")[0] for n, _ in RENDERS} == {
+        Path(p).name for p in EXAMPLES.glob("cluster-*.yaml")
+    }
