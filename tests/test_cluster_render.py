@@ -281,6 +281,12 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
             "spec.parameters.gpu.type is required when provider is local",
             id="local-gpu-without-type",
         ),
+        pytest.param(
+            {"provider": "aws", "gpu": {"enabled": True, "type": "l4", "minNodes": 0}},
+            "spec.parameters.gpu.minNodes 0 is not possible on aws: an EKS managed node group "
+            "does not scale up by itself",
+            id="eks-gpu-pool-at-zero",
+        ),
     ],
 )
 def test_bad_combinations_fail_with_what_would_work(
@@ -379,6 +385,10 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         ({"provider": "aws", "nodes": {"count": 5}}, "nodes.count must be between"),
         ({"provider": "ibm"}, "provider"),
         ({"provider": "aws", "gpu": {"type": "v100"}}, "gpu.type"),
+        (
+            {"provider": "aws", "gpu": {"enabled": True, "minNodes": 0}},
+            "gpu.minNodes 0 is not possible on aws",
+        ),
     ],
 )
 def test_xrd_rejects_what_openapi_and_cel_can(
