@@ -28,6 +28,12 @@ class Target:
     # The cluster's model-cache StorageClass and its stated read throughput (status.storage).
     storage_class: str | None = None
     storage_read_mib_s: float | None = None
+    # What one pod may request on a GPU node (status.gpu.allocatable), its instance type,
+    # and the RuntimeClass GPU pods run with (status.gpu.runtimeClassName).
+    pod_cpu_millicores: int | None = None
+    pod_memory_mib: int | None = None
+    instance_type: str | None = None
+    runtime_class: str | None = None
 
 
 class ClusterNotReady(Exception):
@@ -91,6 +97,18 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         raise ClusterNotReady(
             f"{ref} has not published its GPU (status.gpu.memoryGiB, status.gpu.perNode) yet"
         )
+    runtime_class = gpu.get("runtimeClassName")
+    if not isinstance(runtime_class, str) or not runtime_class:
+        raise SpecError(
+            field_,
+            spec.cluster_ref,
+            f"{ref} runs no NVIDIA GPU Operator, so its GPU nodes have no device plugin or "
+            f"RuntimeClass for the engine's pods: set spec.parameters.apps.nvidia.enabled: "
+            f"true on {ref}",
+        )
+    allocatable = gpu.get("allocatable") if isinstance(gpu.get("allocatable"), dict) else {}
+    pod_cpu, pod_memory = _num(allocatable.get("cpuMillicores")), _num(allocatable.get("memoryMiB"))
+    instance = gpu.get("instanceType")
     selector = gpu.get("nodeSelector") if isinstance(gpu.get("nodeSelector"), dict) else {}
     tolerations = gpu.get("tolerations") if isinstance(gpu.get("tolerations"), list) else []
     ingress_class = status.get("ingressClassName")
@@ -115,4 +133,8 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         cluster=spec.cluster_ref,
         storage_class=storage_class if isinstance(storage_class, str) and storage_class else None,
         storage_read_mib_s=read_rate if read_rate and read_rate > 0 else None,
+        pod_cpu_millicores=int(pod_cpu) if pod_cpu and pod_cpu > 0 else None,
+        pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
+        instance_type=instance if isinstance(instance, str) and instance else None,
+        runtime_class=runtime_class,
     )

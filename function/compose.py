@@ -215,12 +215,23 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
         )
     try:
         if facts is None:
-            return None, sizing.plan_without_facts(spec.gpu, target.gpu), "unknown"
-        plan = sizing.plan(facts, spec.gpu, target.gpu)
+            plan = sizing.plan_without_facts(spec.gpu, target.gpu)
+        else:
+            plan = sizing.plan(facts, spec.gpu, target.gpu)
     except sizing.SizingError as e:
         # Sizing speaks of `gpu: N`; the user wrote spec.parameters.gpu.
         message = f"spec.parameters.{e.message}" if e.message.startswith("gpu") else e.message
         raise SpecError(e.field, e.value, message) from e
+    if target.pod_cpu_millicores and target.pod_memory_mib:
+        # Leave room for the model-cache Job, which may run beside the engine.
+        plan = sizing.fit_to_node(
+            plan,
+            target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
+            target.pod_memory_mib - storage.FETCH_MEMORY_MIB,
+            f"one {target.instance_type or 'GPU node'} of {target.cluster}",
+        )
+    if facts is None:
+        return None, plan, "unknown"
     if plan.shortfall and spec.gpu is not None and not target.gpu.assumed and not facts.estimated:
         # The cluster's GPU and the model's size are both known: the engine would fail to
         # start (out of memory, or no room for one sequence of its context).
@@ -321,6 +332,7 @@ def _status(
         "cpu": plan.cpu,
         "memory": plan.memory,
         "shmSize": plan.shm_size,
+        **({"resourcesCapped": plan.host_capped} if plan.host_capped else {}),
         "image": image,
         "engineArgs": resources.engine_command(runtime),
     }
@@ -554,6 +566,7 @@ def _build(
         cache=(storage.quantity(claim_gib or cache.size_gib), class_name),
         # No pod until the weights are in the cache.
         replicas=1 if fetch.done else 0,
+        runtime_class=target.runtime_class,
     )
     if remote:
         out.resources[NAMESPACE] = resources.wrap_in_object(
@@ -599,6 +612,11 @@ def _build(
             node_selector=target.node_selector,
             tolerations=target.tolerations or None,
             deadline_seconds=cache.download_deadline_s,
+            requests={
+                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+            },
+            memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
         ),
         out,
         suffix=f"fetch-{fetch.key.rsplit('-', 1)[-1]}",
@@ -688,6 +706,8 @@ def compose(inputs: Inputs) -> Outcome:
             )
             return out
         out.warnings.extend(plan.warnings)
+        if plan.host_capped:
+            out.notes.append(f"engine requests lowered: {plan.host_capped}")
         if facts is None:
             out.warnings.append(
                 f"{spec.model} is not in the catalog and its name carries no size: deployed on "

@@ -119,6 +119,7 @@ def vllm_runtime(
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     cache: tuple[str, str | None] | None = None,
     replicas: int = 1,
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -133,7 +134,9 @@ def vllm_runtime(
     - `cache` (size, storage class) mounts the model cache claim, named after the runtime as
       the controller expects, at /data; the size must be the claim's current size (the
       controller rewrites the claim when they differ, which the API server refuses);
-    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts.
+    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts;
+    - `runtime_class`: the cluster's RuntimeClass for GPU pods (None: the CRD's default,
+      `nvidia`, which the NVIDIA GPU Operator creates).
     """
     registry, image_name = split_image(image)
     model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
@@ -173,6 +176,8 @@ def vllm_runtime(
         "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
     }
     deployment["nodeSelectorTerms"] = engine_affinity(node_selector)
+    if runtime_class:
+        deployment["runtimeClass"] = runtime_class
     spec: dict[str, Any] = {
         "model": model_spec,
         "vllmConfig": vllm_config,
@@ -252,6 +257,8 @@ def model_fetch_job(
     node_selector: Mapping[str, str] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
     deadline_seconds: int,
+    requests: Mapping[str, str],
+    memory_limit: str,
 ) -> dict[str, Any]:
     """A Job that downloads `model` into the cache claim `name`, on the GPU pool (so a zonal
     volume lands where the engine can run), next to the engine's pod when one runs (a
@@ -314,8 +321,8 @@ def model_fetch_job(
                             "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model],
                             "env": env,
                             "resources": {
-                                "requests": {"cpu": "500m", "memory": "1Gi"},
-                                "limits": {"memory": "4Gi"},
+                                "requests": dict(requests),
+                                "limits": {"memory": memory_limit},
                             },
                             "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
                         }

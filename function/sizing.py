@@ -26,6 +26,7 @@ Derivation rules
 | cpu | `2 x gpus + 2`, at most 16 (1 -> 4, 2 -> 6, 4 -> 10, 8 -> 16); small embedding model (< 1B) on 1 GPU: 2 | PRD table: 1 GPU 4 CPU, 8 GPUs 16 CPU, bge-base 2 CPU |
 | memory | 8Gi per GPU (1 -> 8Gi, 2 -> 16Gi, 4 -> 32Gi, 8 -> 64Gi); small embedding model on 1 GPU: 4Gi. No larger floor for loading: vLLM streams safetensors shard by shard (mmap), and no sourced rule says more | PRD table |
 | shm_size | 1 GPU: 2Gi; tensor parallel: half the pod memory, at most 20Gi (2 -> 8Gi, 4 -> 16Gi, 8 -> 20Gi) | vLLM Kubernetes guide 2Gi; production-stack and llm-d 20Gi; a memory-backed /dev/shm counts against the pod's memory limit, so it stays below it |
+| node fit | on a cluster that publishes its GPU node's allocatable (InferenceCluster status.gpu.allocatable), cpu and memory are lowered to it less the model-cache Job's requests (cpu to 100m, memory to 256Mi steps), shm to half the memory; `host_capped` says so | a request above a node's allocatable never schedules (1-GPU instances have 4 vCPUs, fewer allocatable) |
 | runner, prefix caching, chunked prefill | embedding models: `pooling`, both off; generative: none, both on | upstream-facts §6 (`--runner pooling`); pooling/encoder models support neither |
 | warnings | does not fit; context cut below the model's; facts estimated from the id | |
 """
@@ -33,7 +34,7 @@ Derivation rules
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from function.catalog import GIB, ModelFacts
 
@@ -96,6 +97,8 @@ class Plan:
     warnings: tuple[str, ...]
     # Why the model does not fit these GPUs, with what would (None when it fits).
     shortfall: str | None = None
+    # How cpu and memory were lowered to fit the GPU node (None: as the rules say).
+    host_capped: str | None = None
 
 
 class SizingError(Exception):
@@ -310,6 +313,51 @@ def _host_resources(facts: ModelFacts | None, gpus: int) -> tuple[str, str, str]
     memory = 8 * gpus
     shm = 2 if gpus == 1 else min(20, memory // 2)
     return str(min(16, 2 * gpus + 2)), f"{memory}Gi", f"{shm}Gi"
+
+
+def _millicores(cpu: str) -> int:
+    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+
+
+def _mib(memory: str) -> int:
+    return int(memory[:-2]) * 1024 if memory.endswith("Gi") else int(memory[:-2])
+
+
+def cpu_quantity(millicores: int) -> str:
+    """Millicores in the form the API server writes (4000m is 4)."""
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def memory_quantity(mib: int) -> str:
+    """MiB in the form the API server writes (8192Mi is 8Gi)."""
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def fit_to_node(plan: Plan, cpu_millicores: int, memory_mib: int, where: str) -> Plan:
+    """Lower the plan's cpu and memory to what one pod may request on the GPU node (and
+    shm to half the memory). `where` names the node for the message."""
+    cpu, memory = _millicores(plan.cpu), _mib(plan.memory)
+    room_cpu = max(100, cpu_millicores // 100 * 100)
+    room_memory = max(256, memory_mib // 256 * 256)
+    if cpu <= room_cpu and memory <= room_memory:
+        return plan
+    new_cpu, new_memory = min(cpu, room_cpu), min(memory, room_memory)
+    shm = min(_mib(plan.shm_size), new_memory // 2 // 256 * 256)
+    lowered = [
+        f"{name} {old} -> {new}"
+        for name, old, new in (
+            ("cpu", plan.cpu, cpu_quantity(new_cpu)),
+            ("memory", plan.memory, memory_quantity(new_memory)),
+        )
+        if old != new
+    ]
+    return replace(
+        plan,
+        cpu=cpu_quantity(new_cpu),
+        memory=memory_quantity(new_memory),
+        shm_size=memory_quantity(shm),
+        host_capped=f"{', '.join(lowered)} to fit {where}",
+    )
 
 
 def _max_model_len(facts: ModelFacts, gpus: int, kv_cache_gib: float) -> int:

@@ -46,6 +46,12 @@ ENGINE_INIT_S = 600
 OPERATOR_STARTUP_BUDGET_S = 120 + 100 * 20
 
 
+# What the download Job requests: the engine on the same node leaves room for it.
+FETCH_CPU_MILLICORES = 500
+FETCH_MEMORY_MIB = 1024
+FETCH_MEMORY_LIMIT_MIB = 4096
+
+
 class StorageError(Exception):
     """A cache request that cannot work: names the field, the value and what would."""
 

@@ -376,7 +376,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         ),
         (
             {"provider": "aws", "gpu": {"tolerations": []}},
-            "gpu.nodeSelector and gpu.tolerations describe a pool",
+            "gpu.nodeSelector, gpu.tolerations and gpu.runtimeClassName describe a pool",
         ),
         (
             {"provider": "aws", "gpu": {"minNodes": 3, "maxNodes": 2}},

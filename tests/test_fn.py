@@ -53,6 +53,9 @@ def cluster(**overrides: Any) -> dict[str, Any]:
                 "memoryGiB": 131.3,
                 "perNode": 8,
                 "maxNodes": 1,
+                "instanceType": "a3-ultragpu-8g",
+                "allocatable": {"cpuMillicores": 223040, "memoryMiB": 3016000},
+                "runtimeClassName": "nvidia",
                 "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"},
                 "tolerations": [
                     {
@@ -644,6 +647,60 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "fatal": None,
             "results": (("Warning", "~needs about 63 GiB"), ("Warning", "~estimated")),
             "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~gpu: 4 would fit")},
+        },
+    ),
+    (
+        "clusterRef to a cluster without the GPU Operator is refused with the field to enable",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {CLUSTER_REQ: [cluster(status__gpu__runtimeClassName=None)]},
+        },
+        {
+            "fatal": "~runs no NVIDIA GPU Operator, so its GPU nodes have no device plugin or "
+            "RuntimeClass for the engine's pods: set spec.parameters.apps.nvidia.enabled: true",
+            "resources": {},
+        },
+    ),
+    (
+        "one-GPU node with 4 vCPUs: requests lowered to what the node can give, and said so",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [
+                    cluster(
+                        status__gpu__type="l4",
+                        status__gpu__memoryGiB=22.5,
+                        status__gpu__perNode=1,
+                        status__gpu__instanceType="g6.xlarge",
+                        status__gpu__allocatable={"cpuMillicores": 3420, "memoryMiB": 13795},
+                    )
+                ]
+            },
+        },
+        {
+            "resources": {
+                "vllm-runtime": {
+                    "spec": {
+                        "forProvider": {
+                            "manifest": {
+                                "spec": {
+                                    "deploymentConfig": {
+                                        "resources": {"cpu": "2900m", "memory": "8Gi", "gpu": "1"},
+                                        "runtimeClass": "nvidia",
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+            "status": {
+                "plan": {
+                    "cpu": "2900m",
+                    "resourcesCapped": "cpu 4 -> 2900m to fit one g6.xlarge of gpus",
+                }
+            },
+            "results": (("Normal", "~engine requests lowered: cpu 4 -> 2900m"),),
         },
     ),
     (
