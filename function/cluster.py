@@ -28,6 +28,7 @@ class Target:
     # The cluster's model-cache StorageClass and its stated read throughput (status.storage).
     storage_class: str | None = None
     storage_read_mib_s: float | None = None
+    storage_read_mib_s_per_gib: float | None = None
     # What one pod may request on a GPU node (status.gpu.allocatable), its instance type,
     # and the RuntimeClass GPU pods run with (status.gpu.runtimeClassName).
     pod_cpu_millicores: int | None = None
@@ -117,6 +118,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     router_ns = dig(status, "vllm", "namespace")
     storage_class = dig(status, "storage", "className")
     read_rate = _num(dig(status, "storage", "readMiBps"))
+    read_per_gib = _num(dig(status, "storage", "readMiBpsPerGiB"))
     return Target(
         provider_config=provider_config,
         namespace=spec.target_namespace
@@ -133,6 +135,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         cluster=spec.cluster_ref,
         storage_class=storage_class if isinstance(storage_class, str) and storage_class else None,
         storage_read_mib_s=read_rate if read_rate and read_rate > 0 else None,
+        storage_read_mib_s_per_gib=read_per_gib if read_per_gib and read_per_gib > 0 else None,
         pod_cpu_millicores=int(pod_cpu) if pod_cpu and pod_cpu > 0 else None,
         pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
         instance_type=instance if isinstance(instance, str) and instance else None,

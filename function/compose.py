@@ -435,6 +435,7 @@ def _cache_plan(
             requested_gib=spec.storage.size_gib,
             observed_gib=current,
             load_rate_mib_s=target.storage_read_mib_s,
+            load_rate_mib_s_per_gib=target.storage_read_mib_s_per_gib,
             field=f"{P}.storage.size",
         )
     except storage.StorageError as e:

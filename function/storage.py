@@ -11,7 +11,7 @@ probe (fixed by the production-stack controller) only has to cover loading.
 | cache size | weights on disk x 1.10 + 10 GiB, rounded up to 10 GiB, at least 20 GiB; never less than the claim already has (a PVC cannot shrink); `spec.parameters.storage.size` when given (must hold the weights) | margin: tokenizer, configs and vLLM's compile cache (`VLLM_CACHE_ROOT`) share the volume |
 | cache size, model of unknown size | 100 GiB, or `storage.size` | a warning says so |
 | download deadline | weights / `DOWNLOAD_MIB_S` x 2 + 30 min (the Job's `activeDeadlineSeconds`) | stated rate below |
-| engine start | weights / load rate + `ENGINE_INIT_S` | load rate: the storage class's stated read throughput (InferenceCluster `status.storage`), else `DEFAULT_LOAD_MIB_S` |
+| engine start | weights / load rate + `ENGINE_INIT_S` | load rate: the storage class's stated read throughput (InferenceCluster `status.storage`: `readMiBps`, or `readMiBpsPerGiB` x the cache size up to it), else `DEFAULT_LOAD_MIB_S` |
 | startup budget | 120 s + 100 x 20 s = 2120 s: the controller's fixed startup probe | operator/internal/controller/vllmruntime_controller.go at the pinned commit |
 """
 
@@ -97,6 +97,7 @@ def plan_cache(
     observed_gib: int | None,
     load_rate_mib_s: float | None,
     field: str,
+    load_rate_mib_s_per_gib: float | None = None,
 ) -> CachePlan:
     """Size the cache and time its filling and loading. StorageError when `requested_gib`
     cannot hold the weights or would shrink the existing claim."""
@@ -121,6 +122,9 @@ def plan_cache(
         size = max(needed, observed_gib or 0)
     weights_mib = (weights_gib or needed) * GIB / MIB
     rate = load_rate_mib_s if load_rate_mib_s and load_rate_mib_s > 0 else DEFAULT_LOAD_MIB_S
+    if load_rate_mib_s_per_gib and load_rate_mib_s_per_gib > 0:
+        # Storage whose throughput grows with the volume's size (GCP PD, Azure Premium SSD).
+        rate = min(rate, round(load_rate_mib_s_per_gib * size, 1))
     return CachePlan(
         size_gib=size,
         needed_gib=needed,

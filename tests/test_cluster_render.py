@@ -59,13 +59,16 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EC2, "MainRouteTableAssociation"): 1,
             (M_AWS_EC2, "RouteTableAssociation"): 3,
             (M_AWS_IAM, "Role"): 2,
-            (M_AWS_IAM, "RolePolicyAttachment"): 4,
+            (M_AWS_IAM, "RolePolicyAttachment"): 5,
             (M_AWS_EKS, "Cluster"): 1,
             (M_AWS_EKS, "ClusterAuth"): 1,
             (M_AWS_EKS, "NodeGroup"): 2,
+            (M_AWS_EKS, "Addon"): 1,  # the EBS CSI driver
             **APPS,
-            # one per app resource + cluster and ClusterAuth, each by both ProviderConfigs
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 4,
+            (K8S, "Object"): OPERATOR_OBJECTS + 1,  # + the model-cache StorageClass
+            # one per app resource and the StorageClass + cluster and ClusterAuth, each by
+            # both ProviderConfigs
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 1 + 4,
         },
     },
     "azure": {
@@ -86,8 +89,8 @@ CASES: dict[str, dict[str, Any]] = {
             (M_GKE, "Cluster"): 1,
             (M_GKE, "NodePool"): 2,
             **APPS,
-            (K8S, "Object"): OPERATOR_OBJECTS + 1,
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 1 + 2,
+            (K8S, "Object"): OPERATOR_OBJECTS + 2,  # + the GPU Operator quota, the StorageClass
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 2 + 2,
         },
     },
     "local": {

@@ -115,6 +115,17 @@ def test_timings_follow_the_weights_and_the_storage() -> None:
     # 554 GiB at the default 125 MiB/s: over an hour of reading, past the operator's probe.
     assert not big.fits_startup_budget and small.fits_startup_budget
     assert plan(554.1, 1000.0).fits_startup_budget, "a fast model-cache class starts in time"
+    # A rate that grows with the volume (GCP pd-ssd 0.48 MiB/s per GiB): a small cache reads
+    # slowly, a big one up to the class's maximum.
+    per_gib = storage.plan_cache(
+        weights_gib=2.9,
+        requested_gib=None,
+        observed_gib=None,
+        load_rate_mib_s=1200.0,
+        field="f",
+        load_rate_mib_s_per_gib=0.48,
+    )
+    assert per_gib.load_rate_mib_s == 9.6
     assert big.startup_budget_s == 120 + 100 * 20
 
 
