@@ -3,6 +3,7 @@ InferenceCluster whose status says which ProviderConfig, GPU and ingress class t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,19 @@ class Target:
     pod_memory_mib: int | None = None
     instance_type: str | None = None
     runtime_class: str | None = None
+
+    @property
+    def suffix(self) -> str:
+        """What the composition resource names (and Object names) of this target end with:
+        nothing on the control plane; for another cluster, a digest of its ProviderConfig and
+        namespace. Crossplane keeps a composed resource's name for its key, so moving a model
+        (targetNamespace, clusterRef, the cluster's router namespace) must use new keys:
+        Crossplane then composes new Objects and deletes the old ones through their own
+        ProviderConfig, instead of re-pointing them and leaving the old engine running."""
+        if self.provider_config is None:
+            return ""
+        where = f"{self.provider_config}/{self.namespace}".encode()
+        return "-" + hashlib.sha256(where).hexdigest()[:6]
 
 
 class ClusterNotReady(Exception):

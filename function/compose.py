@@ -263,7 +263,7 @@ def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | N
 def _serving(inputs: Inputs, target: Target, name: str, current: bool, out: Outcome) -> bool:
     """Whether the engine serves; `current` is False while the runtime waits for the model
     download (none yet, or the previous model's kept)."""
-    observed = inputs.observed.get(RUNTIME)
+    observed = inputs.observed.get(RUNTIME + target.suffix)
     remote = target.provider_config is not None
     available = _available_replicas(observed, remote)
     ready = _condition_true(observed) if remote else (available is not None and available >= 1)
@@ -399,12 +399,13 @@ def _observed_manifest(obj: dict[str, Any] | None, remote: bool) -> dict[str, An
 
 
 def _fetch(
-    spec: LLMSpec, name: str, image: str, token: SecretRef | None, inputs: Inputs, remote: bool
+    spec: LLMSpec, target: Target, name: str, image: str, token: SecretRef | None, inputs: Inputs
 ) -> Fetch:
+    remote = target.provider_config is not None
     job = resources.fetch_job_name(
         name, spec.model, image, (token.name, token.key) if token else None
     )
-    key = f"{FETCH}-{job.rsplit('-', 1)[-1]}"
+    key = f"{FETCH}-{job.rsplit('-', 1)[-1]}{target.suffix}"
     status = dig(_observed_manifest(inputs.observed.get(key), remote), "status")
     succeeded = dig(status, "succeeded")
     failed = next(
@@ -427,7 +428,9 @@ def _cache_plan(
     inputs: Inputs,
 ) -> tuple[storage.CachePlan, int | None]:
     """The cache plan and the size the claim has now (None before it exists)."""
-    claim = _observed_manifest(inputs.observed.get(CACHE), target.provider_config is not None)
+    claim = _observed_manifest(
+        inputs.observed.get(CACHE + target.suffix), target.provider_config is not None
+    )
     current = storage.parse_gib(dig(claim, "spec", "resources", "requests", "storage"))
     try:
         cache = storage.plan_cache(
@@ -446,15 +449,16 @@ def _cache_plan(
 def _place(
     spec: LLMSpec, target: Target, key: str, manifest: dict[str, Any], out: Outcome, **wrap: Any
 ) -> None:
-    """Compose `manifest` directly, or for another cluster in a provider-kubernetes Object
-    named `<claim>-<suffix>` (wrap: suffix, and wrap_in_object's options)."""
+    """Compose `manifest` under `key` directly, or for another cluster in a provider-kubernetes
+    Object named `<claim>-<suffix>` (wrap: suffix, and wrap_in_object's options); both carry
+    the target's suffix."""
     if target.provider_config is None:
         out.resources[key] = manifest
         return
     suffix = wrap.pop("suffix")
-    out.resources[key] = resources.wrap_in_object(
+    out.resources[key + target.suffix] = resources.wrap_in_object(
         manifest,
-        name=resources.dns_label(f"{spec.name}-{suffix}"),
+        name=resources.dns_label(f"{spec.name}-{suffix}{target.suffix}"),
         provider_config=target.provider_config,
         **wrap,
     )
@@ -542,7 +546,7 @@ def _build(
     remote = target.provider_config is not None
     cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs)
     class_name = spec.storage.class_name or target.storage_class
-    fetch = _fetch(spec, name, image, token, inputs, remote)
+    fetch = _fetch(spec, target, name, image, token, inputs)
     runtime = resources.vllm_runtime(
         name=name,
         namespace=target.namespace,
@@ -570,10 +574,13 @@ def _build(
         runtime_class=target.runtime_class,
     )
     if remote:
-        out.resources[NAMESPACE] = resources.wrap_in_object(
+        _place(
+            spec,
+            target,
+            NAMESPACE,
             resources.namespace(target.namespace),
-            name=resources.dns_label(f"{spec.name}-namespace"),
-            provider_config=target.provider_config,
+            out,
+            suffix="namespace",
             management_policies=resources.NAMESPACE_POLICIES,
         )
     if token is not None and remote:
@@ -602,7 +609,7 @@ def _build(
     _place(
         spec,
         target,
-        fetch.key,
+        fetch.key.removesuffix(target.suffix),
         resources.model_fetch_job(
             name=name,
             job_name=fetch.job,
@@ -620,18 +627,18 @@ def _build(
             memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
         ),
         out,
-        suffix=f"fetch-{fetch.key.rsplit('-', 1)[-1]}",
+        suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
         readiness_cel=resources.JOB_DONE_CEL,
         watch=True,
     )
-    observed_runtime = inputs.observed.get(RUNTIME)
+    observed_runtime = inputs.observed.get(RUNTIME + target.suffix)
     started = dig(
         _observed_manifest(observed_runtime, remote), "spec", "deploymentConfig", "replicas"
     )
     # An engine that already started keeps serving its model until the new one is cached.
     holding = not fetch.done and isinstance(started, int) and started >= 1
     if holding:
-        out.resources[RUNTIME] = resources.desired_from_observed(observed_runtime)
+        out.resources[RUNTIME + target.suffix] = resources.desired_from_observed(observed_runtime)
     else:
         _place(
             spec,
@@ -677,7 +684,7 @@ def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> N
     remote = target.provider_config is not None
     for key in out.resources:
         observed = inputs.observed.get(key)
-        if key == RUNTIME:
+        if key == RUNTIME + target.suffix:
             out.ready[key] = serving
         elif key.startswith(FETCH):
             status = dig(_observed_manifest(observed, remote), "status", "succeeded")

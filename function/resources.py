@@ -294,6 +294,9 @@ def model_fetch_job(
                 "metadata": {"labels": pod_labels},
                 "spec": {
                     "restartPolicy": "OnFailure",
+                    # The pod ends by the same deadline even if its Job is deleted with
+                    # orphaned dependents (a Job's default propagation policy).
+                    "activeDeadlineSeconds": deadline_seconds,
                     "affinity": {
                         "nodeAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": {

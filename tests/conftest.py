@@ -68,3 +68,21 @@ def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
 @pytest.fixture
 def image() -> str:
     return engine_image()
+
+
+def on_target(resources: dict[str, Any], provider_config: str, namespace: str) -> dict[str, Any]:
+    """`resources` keyed as the function keys them on another cluster: each composition
+    resource name carries the target's suffix (function/cluster.py Target.suffix)."""
+    from function.cluster import Target
+
+    suffix = Target(provider_config=provider_config, namespace=namespace).suffix
+    return {f"{k}{suffix}": v for k, v in resources.items()}
+
+
+def by_base(resources: dict[str, Any], base: str) -> Any:
+    """The one resource whose composition resource name is `base` (plus a target suffix)."""
+    import re
+
+    found = [v for k, v in resources.items() if re.fullmatch(rf"{base}(-[0-9a-f]{{6}})?", k)]
+    assert len(found) == 1, f"{base}: {sorted(resources)}"
+    return found[0]

@@ -6,6 +6,7 @@ cluster's ProviderConfig and GPU pool. Every rendered object validates."""
 from __future__ import annotations
 
 import copy
+import re
 from functools import cache
 from typing import Any
 
@@ -52,7 +53,10 @@ def runtime_manifest(result: render.RenderResult) -> dict[str, Any]:
     obj = next(
         o
         for o in result.composed
-        if o["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == "vllm-runtime"
+        if re.fullmatch(
+            r"vllm-runtime(-[0-9a-f]{6})?",
+            o["metadata"]["annotations"]["crossplane.io/composition-resource-name"],
+        )
     )
     assert obj["kind"] == "Object"
     return obj["spec"]["forProvider"]["manifest"]

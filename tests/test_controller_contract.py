@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml
+from conftest import EXAMPLES, by_base, engine_image, load_yaml
 from production_stack_controller import (
     ControllerPanic,
     UpdateRejected,
@@ -70,7 +70,7 @@ def runtime_of(claim: dict[str, Any], observed: dict[str, Any] | None = None) ->
         )
     )
     assert out.fatal is None, out.fatal
-    obj = out.resources[RUNTIME]
+    obj = by_base(out.resources, RUNTIME)
     return obj["spec"]["forProvider"]["manifest"] if obj["kind"] == "Object" else obj
 
 
@@ -195,9 +195,14 @@ STATUSES: list[tuple[str, dict[str, Any] | None, bool]] = [
 ]
 
 
+def _runtime_key(claim: dict[str, Any]) -> str:
+    out = compose(Inputs(xr=claim, engine_image=engine_image(), required=_required(claim)))
+    return next(k for k in out.resources if k.startswith(RUNTIME))
+
+
 def _observed_runtime(claim: dict[str, Any], status: dict[str, Any] | None) -> dict[str, Any]:
     out = compose(Inputs(xr=claim, engine_image=engine_image(), required=_required(claim)))
-    obj = copy.deepcopy(out.resources[RUNTIME])
+    obj = copy.deepcopy(by_base(out.resources, RUNTIME))
     if obj["kind"] == "Object":
         # provider-kubernetes copies the remote object into status.atProvider.manifest and
         # evaluates the Object's CEL readiness query on it.
@@ -231,10 +236,11 @@ REMOTE = next(c for n, c in CLAIMS if n.startswith("llm-qwen-on-aws.yaml"))
 def test_ready_exactly_when_the_controller_reports_an_available_replica(
     claim: dict[str, Any], case: str, status: dict[str, Any] | None, ready: bool
 ) -> None:
-    observed = {RUNTIME: _observed_runtime(claim, status)}
+    key = _runtime_key(claim)
+    observed = {key: _observed_runtime(claim, status)}
     out = compose(
         Inputs(xr=claim, engine_image=engine_image(), required=_required(claim), observed=observed)
     )
-    assert out.ready[RUNTIME] is ready, case
+    assert out.ready[key] is ready, case
     serving = next(c for c in out.conditions if c.type == "Serving")
     assert (serving.status == "True") is ready, serving

@@ -129,6 +129,76 @@ def test_installed_crds_are_never_deleted(name: str, composed: list[dict[str, An
             assert "Delete" not in policies and "*" not in policies, o["metadata"]["name"]
 
 
+def _llm(**params: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "qwen", "namespace": "a-team"},
+        "spec": {"parameters": {"model": "Qwen/Qwen2.5-1.5B-Instruct", **params}},
+    }
+
+
+def _cluster(router_namespace: str) -> dict[str, Any]:
+    from conftest import load_yaml
+
+    state = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
+    state["status"]["vllm"]["namespace"] = router_namespace
+    return state
+
+
+MOVES = [
+    (
+        "targetNamespace",
+        _llm(providerConfigName="pc", targetNamespace="a"),
+        _llm(providerConfigName="pc", targetNamespace="b"),
+        {},
+        {},
+    ),
+    (
+        "providerConfigName",
+        _llm(providerConfigName="pc-1"),
+        _llm(providerConfigName="pc-2"),
+        {},
+        {},
+    ),
+    ("control plane to another cluster", _llm(), _llm(providerConfigName="pc"), {}, {}),
+    (
+        "the cluster's router namespace",
+        _llm(clusterRef={"name": "inference-aws"}),
+        _llm(clusterRef={"name": "inference-aws"}),
+        {"inference-cluster": [_cluster("models")]},
+        {"inference-cluster": [_cluster("serving")]},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "before", "after", "required_before", "required_after"),
+    MOVES,
+    ids=[m[0] for m in MOVES],
+)
+def test_moving_a_model_composes_new_objects(
+    case: str, before: dict, after: dict, required_before: dict, required_after: dict
+) -> None:
+    """Crossplane keeps a composed resource's name for its key and deletes the keys that go,
+    so a model that moves gets new keys and new Object names: its old engine is deleted where
+    it runs (through its own ProviderConfig), not left running while the Objects point
+    elsewhere."""
+    from conftest import engine_image
+
+    from function.compose import Inputs, compose
+
+    old = compose(Inputs(xr=before, engine_image=engine_image(), required=required_before))
+    new = compose(Inputs(xr=after, engine_image=engine_image(), required=required_after))
+    assert old.fatal is None and new.fatal is None
+    assert not set(old.resources) & set(new.resources), f"{case}: keys kept across the move"
+
+    def names(out: Any) -> set[str]:
+        return {o["metadata"]["name"] for o in out.resources.values() if o["kind"] == "Object"}
+
+    assert not names(old) & names(new), f"{case}: Object names kept across the move"
+
+
 def test_renders_cover_every_cluster_example() -> None:
     assert {n.split(":")[0] for n, _ in RENDERS} == {
         Path(p).name for p in EXAMPLES.glob("cluster-*.yaml")

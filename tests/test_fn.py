@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from conftest import engine_image, request, run
+from conftest import engine_image, on_target, request, run
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
@@ -83,13 +84,22 @@ def cluster(**overrides: Any) -> dict[str, Any]:
     return c
 
 
+# A composition resource name without its target suffix (function/cluster.py Target.suffix):
+# the cases below name resources by what they are, wherever they go.
+_TARGET_SUFFIX = re.compile(r"-[0-9a-f]{6}$")
+
+
+def _base(key: str) -> str:
+    return _TARGET_SUFFIX.sub("", key)
+
+
 def summary(rsp: fnv1.RunFunctionResponse) -> dict[str, Any]:
     results = [(SEVERITY[r.severity], r.message) for r in rsp.results]
     return {
         "resources": {
-            k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()
+            _base(k): resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()
         },
-        "ready": {k: READY[v.ready] for k, v in rsp.desired.resources.items()},
+        "ready": {_base(k): READY[v.ready] for k, v in rsp.desired.resources.items()},
         "status": resource.struct_to_dict(rsp.desired.composite.resource).get("status", {}),
         "conditions": {c.type: (STATUS[c.status], c.reason, c.message) for c in rsp.conditions},
         "results": results,
@@ -514,7 +524,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "remote engine ready through its Object's readiness",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", providerConfigName="pc"),
-            "observed": {"vllm-runtime": OBJECT_READY, "namespace": OBJECT_READY},
+            "observed": on_target(
+                {"vllm-runtime": OBJECT_READY, "namespace": OBJECT_READY}, "pc", "a-team"
+            ),
         },
         {
             "ready": {"vllm-runtime": True, "namespace": True},
@@ -797,7 +809,7 @@ def test_kept_resources_carry_no_server_set_fields(required: dict[str, Any]) -> 
         run(
             request(
                 xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
-                observed={"vllm-runtime": OBSERVED_OBJECT},
+                observed=on_target({"vllm-runtime": OBSERVED_OBJECT}, "gpus", "inference"),
                 required=required,
             )
         )

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml
+from conftest import EXAMPLES, by_base, engine_image, load_yaml
 from production_stack_controller import pvc_needs_update
 
 from function import model_fetch, storage
@@ -279,7 +279,7 @@ def test_the_claim_grows_first_and_the_runtime_follows() -> None:
 )
 def test_storage_class(params: dict, required: dict, expected: str | None) -> None:
     out = run(claim(model="Qwen/Qwen2.5-1.5B-Instruct", **params), required=required)
-    pvc = out.resources[CACHE]
+    pvc = by_base(out.resources, CACHE)
     pvc = pvc["spec"]["forProvider"]["manifest"] if pvc["kind"] == "Object" else pvc
     assert pvc["spec"].get("storageClassName") == expected
 
