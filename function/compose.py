@@ -38,6 +38,7 @@ INGRESS = "ingress"
 NAMESPACE = "namespace"
 HF_TOKEN = "hf-token"
 CACHE = "model-cache"
+CLUSTER_USAGE = "usage-inference-cluster"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
@@ -666,6 +667,12 @@ def _build(
             out,
             suffix="ingress",
         )
+    if target.cluster and not _composed_by_cluster(inputs.xr, target.cluster):
+        out.resources[CLUSTER_USAGE] = resources.cluster_usage(
+            name=resources.dns_label(f"{spec.name}-uses-{target.cluster}"),
+            cluster=target.cluster,
+            model_claim=spec.name,
+        )
     _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
     out.status_extra["cache"] = {
         "claim": name,
@@ -680,11 +687,27 @@ def _build(
     return name, runtime, fetch.done
 
 
+def _composed_by_cluster(xr: dict[str, Any], cluster: str) -> bool:
+    """Whether this LLMInference is one of `cluster`'s own models (spec.parameters.models):
+    its controller is that InferenceCluster. Such a model must not block its cluster's
+    deletion, which deletes it first."""
+    owners = dig(xr, "metadata", "ownerReferences")
+    return any(
+        isinstance(o, dict)
+        and o.get("controller") is True
+        and o.get("kind") == CLUSTER_KIND
+        and o.get("name") == cluster
+        for o in owners or []
+    )
+
+
 def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> None:
     remote = target.provider_config is not None
     for key in out.resources:
         observed = inputs.observed.get(key)
-        if key == RUNTIME + target.suffix:
+        if key == CLUSTER_USAGE:
+            out.ready[key] = True  # a Usage reports no readiness of its own
+        elif key == RUNTIME + target.suffix:
             out.ready[key] = serving
         elif key.startswith(FETCH):
             status = dig(_observed_manifest(observed, remote), "status", "succeeded")

@@ -497,3 +497,19 @@ def desired_from_observed(observed: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(metadata, Mapping):
         out["metadata"] = {k: metadata[k] for k in _DESIRED_METADATA if k in metadata}
     return out
+
+
+def cluster_usage(*, name: str, cluster: str, model_claim: str) -> dict[str, Any]:
+    """A Usage that keeps the InferenceCluster `cluster` while the LLMInference
+    `model_claim` runs on it: deleting the cluster is refused, naming the model, instead of
+    tearing the cluster down under it (Crossplane's webhook blocks the delete)."""
+    api = "inference.devopstoolkit.ai/v1alpha1"
+    return {
+        "apiVersion": "protection.crossplane.io/v1beta1",
+        "kind": "Usage",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {
+            "of": {"apiVersion": api, "kind": "InferenceCluster", "resourceRef": {"name": cluster}},
+            "by": {"apiVersion": api, "kind": "LLMInference", "resourceRef": {"name": model_claim}},
+        },
+    }

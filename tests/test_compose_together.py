@@ -224,16 +224,19 @@ def test_round_trip_cluster_models_to_vllm_runtimes() -> None:
     by_name = sorted(cluster["status"]["models"], key=lambda m: m["name"])
     assert by_name == sorted(expected_models, key=lambda m: m["name"])
     for llm_xr in nested:
-        # Strip what Crossplane adds when it composes the nested XR; keep what the user gets.
+        # The nested XR as Crossplane gives it to the function: controlled by the cluster.
         xr = {k: llm_xr[k] for k in ("apiVersion", "kind", "spec")}
         xr["metadata"] = {
-            "name": llm_xr["metadata"]["name"],
-            "namespace": llm_xr["metadata"]["namespace"],
+            k: llm_xr["metadata"][k] for k in ("name", "namespace", "ownerReferences")
         }
+        assert xr["metadata"]["ownerReferences"][0]["kind"] == "InferenceCluster"
         assert xr["spec"]["parameters"]["clusterRef"] == {"name": "inference-h200"}
         result = _render(xr, [cluster])
         assert result.fatal is None, result.fatal
         assert result.xr["status"]["plan"]["fits"] is True
+        assert not [o for o in result.composed if o["kind"] == "Usage"], (
+            "the cluster's own models do not hold it: its deletion removes them first"
+        )
         for obj in result.composed:
             assert obj["spec"]["providerConfigRef"] == {
                 "kind": "ProviderConfig",

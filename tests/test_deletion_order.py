@@ -191,7 +191,12 @@ def test_moving_a_model_composes_new_objects(
     old = compose(Inputs(xr=before, engine_image=engine_image(), required=required_before))
     new = compose(Inputs(xr=after, engine_image=engine_image(), required=required_after))
     assert old.fatal is None and new.fatal is None
-    assert not set(old.resources) & set(new.resources), f"{case}: keys kept across the move"
+
+    def placed(out: Any) -> set[str]:
+        """Keys of what goes to the target (a Usage of the cluster stays on the control plane)."""
+        return {k for k, o in out.resources.items() if o["kind"] != "Usage"}
+
+    assert not placed(old) & placed(new), f"{case}: keys kept across the move"
 
     def names(out: Any) -> set[str]:
         return {o["metadata"]["name"] for o in out.resources.values() if o["kind"] == "Object"}
@@ -203,3 +208,66 @@ def test_renders_cover_every_cluster_example() -> None:
     assert {n.split(":")[0] for n, _ in RENDERS} == {
         Path(p).name for p in EXAMPLES.glob("cluster-*.yaml")
     }
+
+
+@pytest.mark.parametrize(
+    ("owners", "usage"),
+    [
+        ([], True),
+        (
+            [
+                {
+                    "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+                    "kind": "InferenceCluster",
+                    "name": "inference-aws",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+            False,
+        ),
+        (
+            [
+                {
+                    "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+                    "kind": "InferenceCluster",
+                    "name": "another",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+            True,
+        ),
+    ],
+    ids=["standalone model", "the cluster's own model", "composed by another cluster"],
+)
+def test_a_model_keeps_its_cluster_unless_the_cluster_composed_it(
+    owners: list[dict[str, Any]], usage: bool
+) -> None:
+    """Deleting a cluster that standalone models run on is refused (naming the model)
+    instead of pulling the cluster from under them; its own models (spec.parameters.models)
+    go first when it is deleted, so they must not hold it (that would never end)."""
+    from conftest import engine_image
+
+    from function.compose import CLUSTER_USAGE, Inputs, compose
+
+    xr = _llm(clusterRef={"name": "inference-aws"})
+    xr["metadata"]["ownerReferences"] = owners
+    out = compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            required={"inference-cluster": [_cluster("a-team")]},
+        )
+    )
+    found = out.resources.get(CLUSTER_USAGE)
+    assert (found is not None) is usage
+    if found:
+        assert found["spec"]["of"] == {
+            "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+            "kind": "InferenceCluster",
+            "resourceRef": {"name": "inference-aws"},
+        }
+        assert found["spec"]["by"]["resourceRef"] == {"name": "qwen"}
+        assert "replayDeletion" not in found["spec"], "a refused delete is not replayed later"
+        assert out.ready[CLUSTER_USAGE] is True
