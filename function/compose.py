@@ -443,7 +443,7 @@ def _cache_plan(
             field=f"{P}.storage.size",
         )
     except storage.StorageError as e:
-        raise SpecError(e.field, e.value, e.message) from e
+        raise SpecError(e.field, e.value, e.message) from e  # already says spec.parameters...
     return cache, current
 
 

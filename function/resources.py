@@ -85,6 +85,20 @@ def labels(name: str) -> dict[str, str]:
     }
 
 
+def _metadata(
+    name: str, namespace: str, model: str, component: str | None = None
+) -> dict[str, Any]:
+    """metadata of an object that serves `model`: the engine's labels (another component
+    when given) and the model as an annotation."""
+    obj_labels = labels(name) | ({"app.kubernetes.io/component": component} if component else {})
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": obj_labels,
+        "annotations": {MODEL_ANNOTATION: model},
+    }
+
+
 def config_hash(spec: Mapping[str, Any]) -> str:
     """A digest of a VLLMRuntime spec without its replica count and pod annotations."""
     deployment = {
@@ -198,12 +212,7 @@ def vllm_runtime(
     return {
         "apiVersion": "production-stack.vllm.ai/v1alpha1",
         "kind": "VLLMRuntime",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels(name),
-            "annotations": {MODEL_ANNOTATION: model},
-        },
+        "metadata": _metadata(name, namespace, model),
         "spec": spec,
     }
 
@@ -229,12 +238,7 @@ def model_cache_claim(
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {**labels(name), "app.kubernetes.io/component": "model-cache"},
-            "annotations": {MODEL_ANNOTATION: model},
-        },
+        "metadata": _metadata(name, namespace, model, component="model-cache"),
         "spec": spec,
     }
 
@@ -276,16 +280,13 @@ def model_fetch_job(
                 "valueFrom": {"secretKeyRef": {"name": hf_token[0], "key": hf_token[1]}},
             }
         )
-    pod_labels = {**labels(name), "app.kubernetes.io/component": "model-fetch"}
+    metadata = _metadata(job_name, namespace, model, component="model-fetch")
+    # The pods are the runtime's (its name), in the model-fetch component.
+    pod_labels = metadata["labels"] = labels(name) | {"app.kubernetes.io/component": "model-fetch"}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": job_name,
-            "namespace": namespace,
-            "labels": pod_labels,
-            "annotations": {MODEL_ANNOTATION: model},
-        },
+        "metadata": metadata,
         "spec": {
             # Each attempt resumes what the previous ones downloaded.
             "backoffLimit": 6,
@@ -397,12 +398,7 @@ def ingress(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels(name),
-            "annotations": {MODEL_ANNOTATION: model},
-        },
+        "metadata": _metadata(name, namespace, model),
         "spec": spec,
     }
 

@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, replace
 
 from function.catalog import GIB, ModelFacts
+from function.errors import FieldError
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
@@ -101,17 +102,8 @@ class Plan:
     host_capped: str | None = None
 
 
-class SizingError(Exception):
+class SizingError(FieldError):
     """A request that cannot be sized: names the field, the value and what would work."""
-
-    def __init__(self, field: str, value: object, message: str):
-        super().__init__(message)
-        self.field = field
-        self.value = value
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 # --------------------------------------------------------------------------- checks

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from function.errors import FieldError
+
 HF_REPO_ID = re.compile(
     r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 )
@@ -28,14 +30,8 @@ DEFAULT_HF_TOKEN_KEY = "token"
 P = "spec.parameters"
 
 
-class SpecError(Exception):
+class SpecError(FieldError):
     """A spec problem: which field, which value, and what would work."""
-
-    def __init__(self, field: str, value: object, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.value = value
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from function.catalog import GIB
+from function.errors import FieldError
 
 MIB = 1024**2
 
@@ -52,14 +53,8 @@ FETCH_MEMORY_MIB = 1024
 FETCH_MEMORY_LIMIT_MIB = 4096
 
 
-class StorageError(Exception):
+class StorageError(FieldError):
     """A cache request that cannot work: names the field, the value and what would."""
-
-    def __init__(self, field: str, value: object, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.value = value
-        self.message = message
 
 
 @dataclass(frozen=True)
