@@ -113,8 +113,67 @@ class Package:
 # --------------------------------------------------------------------------- loading
 
 
+# A claim expands to at most this many YAML nodes once its aliases are resolved: generous for
+# any manifest (a Composition is a few thousand), far below what an alias bomb expands to.
+MAX_EXPANDED_NODES = 200_000
+
+
 class _Loader(yaml.SafeLoader):
-    """Kubernetes reads YAML into JSON: timestamps stay strings."""
+    """Kubernetes reads YAML into JSON: timestamps stay strings. Stricter than PyYAML's safe
+    loader where a typo or a hostile file would otherwise pass: a key given twice in one
+    mapping is an error (Kubernetes' own decoder refuses it too), and a document whose
+    aliases expand to more than MAX_EXPANDED_NODES nodes is refused before it is built."""
+
+    def compose_document(self) -> yaml.Node | None:
+        node = super().compose_document()
+        if node is not None:
+            expanded = _expanded_size(node, {})
+            if expanded > MAX_EXPANDED_NODES:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"its anchors and aliases expand to more than {MAX_EXPANDED_NODES:,} nodes; "
+                    "write the values out instead of nesting aliases",
+                    node.start_mark,
+                )
+        return node
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first at line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes in `node` with every alias expanded (a shared node counted each time)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    memo[id(node)] = MAX_EXPANDED_NODES + 1  # an alias of its own ancestor never ends
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    size = min(size, MAX_EXPANDED_NODES + 1)
+    memo[id(node)] = size
+    return size
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -124,7 +183,8 @@ _Loader.yaml_implicit_resolvers = {
 
 
 def load_yaml_documents(text: str, source: str = "<input>") -> list[Any]:
-    """All non-empty documents of a YAML stream. Raises RenderError on bad YAML."""
+    """All non-empty documents of a YAML stream. Raises RenderError on bad YAML, a key given
+    twice, or aliases that expand beyond reason."""
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -132,6 +192,8 @@ def load_yaml_documents(text: str, source: str = "<input>") -> list[Any]:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise RenderError(f"{source}: invalid YAML{where}: {problem}") from e
+    except RecursionError as e:
+        raise RenderError(f"{source}: invalid YAML: nested too deeply") from e
     return [d for d in docs if d is not None]
 
 

@@ -885,7 +885,10 @@ def test_setup_packages_match_the_package() -> None:
     }
     assert called <= functions
     meta = load_docs(PACKAGE / "crossplane.yaml")[0]
-    pinned = {d["package"]: d["version"].removeprefix(">=") for d in meta["spec"]["dependsOn"]}
+    pinned = {
+        d["package"]: d["version"].split(",")[0].removeprefix(">=").strip()
+        for d in meta["spec"]["dependsOn"]
+    }
     for d in docs:
         package_ref, _, tag = d["spec"]["package"].rpartition(":")
         assert pinned[package_ref] == tag

@@ -82,3 +82,22 @@ def test_crossplane_may_manage_every_kind_composed_directly() -> None:
                 if group.endswith("crossplane.io"):
                     continue
                 assert (group, plural[obj["kind"]]) in granted, f"{path.name}: {obj['kind']}"
+
+
+def test_dependencies_are_compatible_ranges_not_floors() -> None:
+    """A `>=` floor takes any future major version of a provider or function; each
+    dependency is pinned up to its next major (next minor for 0.x)."""
+    import re
+
+    config = load_yaml(PACKAGE / "crossplane.yaml")[0]
+    ranges = [config["spec"]["crossplane"]["version"]] + [
+        d["version"] for d in config["spec"]["dependsOn"]
+    ]
+    for r in ranges:
+        m = re.fullmatch(r">=v(\d+)\.(\d+)\.(\d+), <v(\d+)\.(\d+)\.0", r)
+        assert m, f"{r!r} is not a bounded range"
+        major, minor, _, next_major, next_minor = (int(g) for g in m.groups())
+        if major > 0:
+            assert (next_major, next_minor) == (major + 1, 0), r
+        else:
+            assert (next_major, next_minor) == (0, minor + 1), r

@@ -5,8 +5,8 @@
     python tests/e2e/setup/manifests.py providerconfigs [--clouds aws,azure,google]
 
 `packages`: a Function or Provider for every `spec.dependsOn` entry of the generated
-`package/crossplane.yaml`, at the version it pins (the `>=vX.Y.Z` floor, which
-kcl/versions.k writes), named as Crossplane's package manager names dependencies
+`package/crossplane.yaml`, at the version it pins (the floor of its `>=vX.Y.Z, <vA.B.C`
+range, which kcl/versions.k writes), named as Crossplane's package manager names dependencies
 (`<org>-<repository>`, the names the Compositions' `functionRef`s use). Cloud providers are
 printed only for the clouds asked for. provider-kubernetes and provider-helm use the
 DeploymentRuntimeConfigs in setup/runtime.yaml. `DOT_INFERENCE_FUNCTION_PACKAGE` replaces the
@@ -51,7 +51,7 @@ RUNTIME_CONFIGS = ("provider-kubernetes", "provider-helm")
 FUNCTION_OVERRIDE_ENV = "DOT_INFERENCE_FUNCTION_PACKAGE"
 # The Secret (key `creds`, in crossplane-system) each cloud's ClusterProviderConfig reads.
 CREDENTIALS_SECRETS = {"aws": "aws-creds", "azure": "azure-creds", "google": "gcp-creds"}
-_FLOOR = re.compile(r"^>=\s*(v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?)$")
+_FLOOR = re.compile(r"^>=\s*(v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?)\s*,\s*<\s*v?\d+\.\d+\.\d+$")
 
 
 class ManifestError(Exception):
@@ -74,7 +74,7 @@ def pinned_version(constraint: str, package: str) -> str:
     m = _FLOOR.match(constraint.strip())
     if not m:
         raise ManifestError(
-            f"{package}: version constraint {constraint!r} is not `>=vX.Y.Z`; "
+            f"{package}: version constraint {constraint!r} is not `>=vX.Y.Z, <vA.B.C`; "
             "cannot tell which version to install"
         )
     return m.group(1)
