@@ -292,7 +292,7 @@ CLUSTER_XRD_REJECTS = [
         "a model listed twice",
         [{"model": "a/b"}, {"model": "a/b"}],
         True,
-        "each model may be listed once",
+        'Duplicate value: map["model": "a/b"]',
     ),
     ("models without the vLLM stack", [{"model": "a/b"}], False, "set apps.vllm.enabled: true"),
     ("model id without org", [{"model": "qwen"}], True, "models"),
@@ -313,3 +313,34 @@ def test_cluster_xrd_rejects_bad_models(
     report = validate_objects([claim], schema_paths=[PACKAGE])
     errors = [e for _, errs in report.invalid for e in errs]
     assert any(says in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("models", "fatal"),
+    [
+        (
+            [{"model": "org-a/Foo-7B"}, {"model": "org-b/foo-7b"}],
+            "spec.parameters.models: org-a/Foo-7B and org-b/foo-7b would both be the "
+            "LLMInference inference-aws-foo-7b; set spec.parameters.models[].name on one of them",
+        ),
+        ([{"model": "org-a/Foo-7B"}, {"model": "org-b/foo-7b", "name": "foo-b"}], None),
+        (
+            [{"model": "org-a/Foo-7B", "name": "same"}, {"model": "org-b/Bar-7B", "name": "same"}],
+            "org-a/Foo-7B and org-b/Bar-7B would both be the LLMInference same",
+        ),
+    ],
+    ids=["names clash", "a name resolves it", "names given twice"],
+)
+def test_two_models_never_become_one_llminference(
+    models: list[dict[str, Any]], fatal: str | None
+) -> None:
+    claim = copy.deepcopy(load_yaml(EXAMPLES / "cluster-aws.yaml")[0])
+    claim["spec"]["parameters"]["models"] = models
+    result = _render(claim)
+    if fatal is None:
+        assert result.fatal is None, result.fatal
+        names = [o["metadata"]["name"] for o in result.composed if o["kind"] == "LLMInference"]
+        assert sorted(names) == ["foo-b", "inference-aws-foo-7b"]
+    else:
+        assert result.fatal and fatal in result.fatal
+        assert not result.composed
