@@ -36,6 +36,8 @@ class Target:
     pod_memory_mib: int | None = None
     instance_type: str | None = None
     runtime_class: str | None = None
+    # Secrets that hold the cluster's own credentials (status.credentialsSecrets): never copied.
+    credential_secrets: tuple[str, ...] = ()
 
     @property
     def suffix(self) -> str:
@@ -154,4 +156,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
         instance_type=instance if isinstance(instance, str) and instance else None,
         runtime_class=runtime_class,
+        credential_secrets=tuple(
+            str(n) for n in status.get("credentialsSecrets") or [] if isinstance(n, str)
+        ),
     )

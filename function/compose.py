@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog, resources, sizing, storage
+from function import catalog, engine_args, resources, sizing, storage
 from function.cluster import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -37,22 +37,22 @@ RUNTIME = "vllm-runtime"
 INGRESS = "ingress"
 NAMESPACE = "namespace"
 HF_TOKEN = "hf-token"
+API_KEY = "api-key"
 CACHE = "model-cache"
 CLUSTER_USAGE = "usage-inference-cluster"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
-# Flags the function sets itself; a user's engine.extraArgs may override them (the last
-# occurrence wins in vLLM's argument parser), and the function says so.
+# Flags the function sets itself that a user's engine.extraArgs may override (the last
+# occurrence wins in vLLM's argument parser); the function says so. Flags a field owns are
+# refused instead (engine_args.OWNED).
 MANAGED_FLAGS = (
-    "--served-model-name",
     "--trust-remote-code",
     "--reasoning-parser",
     "--runner",
     "--max-model-len",
     "--dtype",
     "--gpu-memory-utilization",
-    "--gpu_memory_utilization",
     "--tool-call-parser",
 )
 
@@ -163,10 +163,106 @@ def _hf_token(spec: LLMSpec, facts: catalog.ModelFacts | None) -> SecretRef | No
     return None
 
 
+@dataclass(frozen=True)
+class Secrets:
+    """The Secrets the pods on the target read, as (name, key) there: the originals on the
+    control plane, or each model's own copies on another cluster. None: none (or not yet
+    copied)."""
+
+    hf_token: tuple[str, str] | None
+    api_key: tuple[str, str] | None
+
+
+# Secret types that may be copied to another cluster: only plain (Opaque) ones, never a
+# service account token, a registry credential or a Crossplane connection secret.
+_COPYABLE_TYPES = (None, "", "Opaque")
+
+
+def _secret_problem(
+    ref: SecretRef, field: str, found: dict[str, Any], target: Target
+) -> str | None:
+    """Why the Secret `ref` may not be copied to another cluster, or None."""
+    kind = found.get("type")
+    where = f"Secret {found.get('metadata', {}).get('namespace', '')}/{ref.name}"
+    if ref.name in target.credential_secrets:
+        return (
+            f"{field}: {where} holds the credentials of InferenceCluster {target.cluster}; "
+            "it is never copied to a cluster. Put the token in a Secret of its own"
+        )
+    if kind not in _COPYABLE_TYPES:
+        return (
+            f"{field}: {where} is of type {kind}; only Opaque Secrets are copied to another "
+            "cluster. Put the token in an Opaque Secret (kubectl create secret generic)"
+        )
+    data = {**(found.get("data") or {}), **(found.get("stringData") or {})}
+    if ref.key not in data:
+        return f"{field}: {where} has no key {ref.key!r}; set {field}.key to one it has"
+    return None
+
+
+def _secrets(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    target: Target,
+    name: str,
+    inputs: Inputs,
+    out: Outcome,
+) -> Secrets:
+    """The Hugging Face token and the API key, by reference. On another cluster each is
+    copied per model (one key, from an Opaque Secret that is not the cluster's own
+    credentials) and owned by that model's Object; the copy waits until Crossplane has
+    fetched the source to check it."""
+    wanted = {HF_TOKEN: _hf_token(spec, facts), API_KEY: spec.api_key_secret}
+    fields = {HF_TOKEN: f"{P}.hfTokenSecretRef", API_KEY: f"{P}.apiKeySecretRef"}
+    if target.provider_config is None:
+        return Secrets(
+            *((ref.name, ref.key) if ref else None for ref in (wanted[HF_TOKEN], wanted[API_KEY]))
+        )
+    placed: dict[str, tuple[str, str] | None] = {}
+    for kind, ref in wanted.items():
+        placed[kind] = None
+        if ref is None:
+            continue
+        requirement = f"secret-{kind}"
+        out.requirements[requirement] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "matchName": ref.name,
+            "namespace": spec.namespace,
+        }
+        if requirement not in inputs.required:
+            continue  # Crossplane fetches it and calls again
+        found = inputs.required[requirement]
+        if not found:
+            out.warnings.append(
+                f"{fields[kind]}: Secret {spec.namespace}/{ref.name} does not exist; create it "
+                f"with the key {ref.key!r} (the engine cannot start without it)"
+            )
+            continue
+        problem = _secret_problem(ref, fields[kind], found[0], target)
+        if problem:
+            raise SpecError(fields[kind], ref.name, problem)
+        copy_name = resources.dns_label(f"{spec.name}-{kind}")
+        secret, refs = resources.copied_secret(
+            name=copy_name,
+            namespace=target.namespace,
+            key=ref.key,
+            source_name=ref.name,
+            source_namespace=spec.namespace,
+        )
+        _place(spec, target, kind, secret, out, suffix=kind, references=refs)
+        placed[kind] = (copy_name, ref.key)
+    return Secrets(placed[HF_TOKEN], placed[API_KEY])
+
+
 def _engine_args(
     spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome
 ) -> list[str]:
     args = ["--served-model-name", spec.model]
+    if spec.api_key_secret is not None:
+        # The controller's one variable from a Secret carries the key (see _build); the
+        # kubelet expands $(HF_TOKEN) in the arguments, so the manifest holds no key.
+        args += ["--api-key", f"$({resources.ENGINE_SECRET_ENV})"]
     if facts is not None:
         if facts.trust_remote_code:
             args.append("--trust-remote-code")
@@ -176,12 +272,7 @@ def _engine_args(
     if plan.runner:
         args += ["--runner", plan.runner]
     overridden = sorted(
-        {
-            flag
-            for a in spec.engine.extra_args
-            for flag in MANAGED_FLAGS
-            if a == flag or a.startswith(flag + "=")
-        }
+        {n for a in spec.engine.extra_args if (n := engine_args.flag_name(a)) in MANAGED_FLAGS}
     )
     if overridden:
         out.notes.append(
@@ -400,12 +491,15 @@ def _observed_manifest(obj: dict[str, Any] | None, remote: bool) -> dict[str, An
 
 
 def _fetch(
-    spec: LLMSpec, target: Target, name: str, image: str, token: SecretRef | None, inputs: Inputs
+    spec: LLMSpec,
+    target: Target,
+    name: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    inputs: Inputs,
 ) -> Fetch:
     remote = target.provider_config is not None
-    job = resources.fetch_job_name(
-        name, spec.model, image, (token.name, token.key) if token else None
-    )
+    job = resources.fetch_job_name(name, spec.model, image, hf_token)
     key = f"{FETCH}-{job.rsplit('-', 1)[-1]}{target.suffix}"
     status = dig(_observed_manifest(inputs.observed.get(key), remote), "status")
     succeeded = dig(status, "succeeded")
@@ -542,12 +636,27 @@ def _build(
     whether the model is in the cache (until then the runtime has no replica, or the engine
     that serves now is kept while the new model downloads)."""
     name = resources.dns_label(spec.name)
-    token = _hf_token(spec, facts)
-    hf_token = (token.name, token.key) if token else None
     remote = target.provider_config is not None
+    if remote:
+        _place(
+            spec,
+            target,
+            NAMESPACE,
+            resources.namespace(target.namespace),
+            out,
+            suffix="namespace",
+            management_policies=resources.NAMESPACE_POLICIES,
+        )
+    secrets = _secrets(spec, facts, target, name, inputs, out)
     cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs)
     class_name = spec.storage.class_name or target.storage_class
-    fetch = _fetch(spec, target, name, image, token, inputs)
+    fetch = _fetch(spec, target, name, image, secrets.hf_token, inputs)
+    env = list(plan.env) + list(spec.engine.env)
+    if spec.api_key_secret is not None:
+        # The engine's one Secret-sourced variable then holds the API key, not the Hugging
+        # Face token: the weights are in the cache (the download Job used the token), so the
+        # engine stays offline.
+        env.append(("HF_HUB_OFFLINE", "1"))
     runtime = resources.vllm_runtime(
         name=name,
         namespace=target.namespace,
@@ -564,8 +673,8 @@ def _build(
         enable_prefix_caching=plan.enable_prefix_caching,
         enable_chunked_prefill=plan.enable_chunked_prefill,
         extra_args=_engine_args(spec, facts, plan, out),
-        env=list(plan.env) + list(spec.engine.env),
-        hf_token=hf_token,
+        env=env,
+        engine_secret=secrets.api_key if spec.api_key_secret is not None else secrets.hf_token,
         node_selector=target.node_selector,
         tolerations=target.tolerations or None,
         # The claim's size as it is now: the controller rewrites a claim whose size differs.
@@ -574,25 +683,6 @@ def _build(
         replicas=1 if fetch.done else 0,
         runtime_class=target.runtime_class,
     )
-    if remote:
-        _place(
-            spec,
-            target,
-            NAMESPACE,
-            resources.namespace(target.namespace),
-            out,
-            suffix="namespace",
-            management_policies=resources.NAMESPACE_POLICIES,
-        )
-    if token is not None and remote:
-        secret, refs = resources.copied_secret(
-            name=token.name,
-            namespace=target.namespace,
-            key=token.key,
-            source_name=token.name,
-            source_namespace=spec.namespace,
-        )
-        _place(spec, target, HF_TOKEN, secret, out, suffix="hf-token", references=refs)
     _place(
         spec,
         target,
@@ -617,7 +707,7 @@ def _build(
             namespace=target.namespace,
             model=spec.model,
             image=image,
-            hf_token=hf_token,
+            hf_token=secrets.hf_token,
             node_selector=target.node_selector,
             tolerations=target.tolerations or None,
             deadline_seconds=cache.download_deadline_s,

@@ -51,6 +51,9 @@ FETCH_SCRIPT = _program(Path(__file__).with_name("model_fetch.py"))
 ENGINE_PYTHON = "/opt/venv/bin/python"
 # Ready means the download finished.
 JOB_DONE_CEL = "has(object.status.succeeded) && object.status.succeeded >= 1"
+# The variable the production-stack controller fills from `model.hfTokenSecret` (the only
+# one it takes from a Secret: vllmConfig.env holds literal values only).
+ENGINE_SECRET_ENV = "HF_TOKEN"
 # A namespace we create on a remote cluster may hold things we did not create: never delete it.
 NAMESPACE_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
 
@@ -128,7 +131,7 @@ def vllm_runtime(
     enable_chunked_prefill: bool,
     extra_args: Sequence[str],
     env: Sequence[tuple[str, str]],
-    hf_token: tuple[str, str] | None,
+    engine_secret: tuple[str, str] | None,
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     cache: tuple[str, str | None] | None = None,
@@ -150,7 +153,10 @@ def vllm_runtime(
       controller rewrites the claim when they differ, which the API server refuses);
     - `replicas` 0 while the model downloads: the Deployment exists, no pod starts;
     - `runtime_class`: the cluster's RuntimeClass for GPU pods (None: the CRD's default,
-      `nvidia`, which the NVIDIA GPU Operator creates).
+      `nvidia`, which the NVIDIA GPU Operator creates);
+    - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
+      variable `ENGINE_SECRET_ENV` (`model.hfTokenSecret`): the Hugging Face token, or vLLM's
+      API key when the claim sets one (the download Job fetched the weights then).
     """
     registry, image_name = split_image(image)
     model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
@@ -159,10 +165,10 @@ def vllm_runtime(
     if tool_call_parser:
         model_spec["enableTool"] = True
         model_spec["toolCallParser"] = tool_call_parser
-    if hf_token:
+    if engine_secret:
         model_spec["hfTokenSecret"] = {
-            "hfTokenSecretName": hf_token[0],
-            "hfTokenKeyName": hf_token[1],
+            "hfTokenSecretName": engine_secret[0],
+            "hfTokenKeyName": engine_secret[1],
         }
     vllm_config: dict[str, Any] = {
         # The operator sets VLLM_USE_V1=0 unless v1 is true; vLLM's V0 engine is gone.

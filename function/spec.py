@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from function import engine_args
 from function.errors import FieldError
 
 HF_REPO_ID = re.compile(
@@ -27,6 +28,7 @@ MAX_REPO_PART = 96
 
 DEFAULT_HF_TOKEN_SECRET = "hf-token"
 DEFAULT_HF_TOKEN_KEY = "token"
+DEFAULT_API_KEY_KEY = "api-key"
 P = "spec.parameters"
 
 
@@ -65,6 +67,7 @@ class LLMSpec:
     target_namespace: str | None = None
     cluster_ref: str | None = None
     hf_token_secret: SecretRef | None = None  # only when given explicitly
+    api_key_secret: SecretRef | None = None
     engine: EngineOverrides = field(default_factory=EngineOverrides)
     storage: StorageSpec = field(default_factory=StorageSpec)
 
@@ -129,17 +132,17 @@ def _gpu(params: dict) -> int | None:
     return value
 
 
-def _hf_token(params: dict) -> SecretRef | None:
-    ref = params.get("hfTokenSecretRef")
+def _secret_ref(params: dict, field: str, default_key: str) -> SecretRef | None:
+    ref = params.get(field)
     if ref is None:
         return None
-    f = f"{P}.hfTokenSecretRef"
+    f = f"{P}.{field}"
     if not isinstance(ref, dict):
         raise SpecError(f, ref, f"{f} must be an object with name (and optionally key)")
     name = ref.get("name")
     if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
         raise SpecError(f"{f}.name", name, f"{f}.name: {_short(name)} is not a Secret name")
-    key = ref.get("key", DEFAULT_HF_TOKEN_KEY)
+    key = ref.get("key", default_key)
     if not isinstance(key, str) or not SECRET_KEY.match(key):
         raise SpecError(f"{f}.key", key, f"{f}.key: {_short(key)} is not a Secret key")
     return SecretRef(name=name, key=key)
@@ -194,6 +197,9 @@ def _engine(params: dict) -> EngineOverrides:
                 "such as HF_HUB_OFFLINE and a string value",
             )
         env.append((name, value))
+    found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
+    if found:
+        raise SpecError(found[0].field, None, "; ".join(p.message for p in found))
     return EngineOverrides(
         image=image, max_model_len=max_len, extra_args=tuple(args), env=tuple(env)
     )
@@ -277,7 +283,8 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         provider_config_name=provider_config,
         target_namespace=target_ns,
         cluster_ref=cluster_ref,
-        hf_token_secret=_hf_token(params),
+        hf_token_secret=_secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
+        api_key_secret=_secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY),
         engine=_engine(params),
         storage=_storage(params),
     )

@@ -60,7 +60,14 @@ def test_llm_example_on_another_cluster_validates(xr: dict[str, Any]) -> None:
         "targetNamespace": "models",
         "hfTokenSecretRef": {"name": "hf-token"},
     }
-    result = render_and_validate(remote, [])
+    token = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "hf-token", "namespace": xr["metadata"]["namespace"]},
+        "type": "Opaque",
+        "data": {"token": "bm90LWEtdG9rZW4="},
+    }
+    result = render_and_validate(remote, [token])
     kinds = {o["kind"] for o in result.composed}
     assert kinds == {"Object"}
     manifests = {o["spec"]["forProvider"]["manifest"]["kind"] for o in result.composed}

@@ -147,6 +147,14 @@ RUNTIME_LOADING = {
     "status": {"availableReplicas": 0, "unavailableReplicas": 1, "modelStatus": "NotReady"}
 }
 OBJECT_READY = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+# The Hugging Face token Secret in the claim's namespace, as Crossplane fetches it.
+TOKEN_SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "hf-token", "namespace": "a-team"},
+    "type": "Opaque",
+    "data": {"token": "bm90LWEtdG9rZW4="},
+}
 # An Object as Crossplane observes it: what the function asked for, plus what the API
 # server and the provider wrote.
 OBSERVED_OBJECT = {
@@ -469,7 +477,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 ingressHost="l.example.com",
                 providerConfigName="gpu-cluster",
                 targetNamespace="models",
-            )
+            ),
+            "required": {"secret-hf-token": [TOKEN_SECRET]},
         },
         {
             "resources": {

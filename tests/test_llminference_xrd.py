@@ -99,7 +99,7 @@ REJECTED = [
     (
         "managed flag in extra args (CEL)",
         xr(model="a/b", engine={"extraArgs": ["--tensor-parallel-size=2"]}),
-        "set spec.parameters.gpu",
+        "the parallel sizes (spec.parameters.gpu)",
     ),
     (
         "image without tag",

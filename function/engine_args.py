@@ -1,0 +1,203 @@
+"""Engine arguments and variables a claim may not set: read the way vLLM reads them.
+
+vLLM's `FlexibleArgumentParser` (vllm/utils/argparse_utils.py) accepts, for the same
+option: dashes or underscores after `--` (`--tensor_parallel_size`), `--flag=value`,
+dotted JSON keys (`--flag.key value`), the short aliases its engine arguments declare (`-tp`,
+`-pp`, `-dp`, `-dpl`), argparse's unambiguous prefixes (`--tensor-parallel 4`), arguments
+pulled from a YAML file (`--config`), and `--model` moved in front of the served model. A
+guard on spelled-out flags alone is bypassed by any of these; `problems` reads every form.
+
+What the claim owns elsewhere is refused with the field that owns it; a credential written
+as a literal (a flag that takes one, a variable named like one, a value shaped like one) is
+refused because everything in `extraArgs` and `env` is readable in the LLMInference, its
+VLLMRuntime and its status. No message repeats the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+P = "spec.parameters"
+
+# vLLM EngineArgs short aliases (vllm/engine/arg_utils.py `add_cli_args`).
+ALIASES = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+}
+
+_SINGLE_NODE = (
+    f"{P}.gpu",
+    "one replica runs on one node, its GPUs split by tensor parallelism "
+    f"({P}.gpu GPUs); pipeline and data parallelism are not offered",
+)
+
+# flag -> (the field or component that owns it, why)
+OWNED: dict[str, tuple[str, str]] = {
+    "--tensor-parallel-size": (f"{P}.gpu", f"the tensor parallel size is {P}.gpu"),
+    "--pipeline-parallel-size": _SINGLE_NODE,
+    "--data-parallel-size": _SINGLE_NODE,
+    "--data-parallel-size-local": _SINGLE_NODE,
+    "--port": ("the production-stack operator", "it serves on port 8000 behind its Service"),
+    "--host": ("the production-stack operator", "it binds 0.0.0.0 so its Service reaches it"),
+    "--served-model-name": (f"{P}.model", "the model is served under its Hugging Face id"),
+    "--model": (f"{P}.model", "vLLM would serve that model instead"),
+    "--config": (
+        f"{P}.engine.extraArgs",
+        "a config file can set any of the arguments above; write the arguments themselves",
+    ),
+    "--download-dir": (f"{P}.storage", "the weights live in the model cache"),
+    "--api-key": (
+        f"{P}.apiKeySecretRef",
+        "a key written in extraArgs is readable in the LLMInference, its VLLMRuntime and "
+        "status; put it in a Secret and name it in apiKeySecretRef",
+    ),
+    "--hf-token": (
+        f"{P}.hfTokenSecretRef",
+        "a token written in extraArgs is readable in the LLMInference, its VLLMRuntime and "
+        "status; put it in a Secret and name it in hfTokenSecretRef",
+    ),
+}
+MAX_MODEL_LEN = "--max-model-len"
+
+# Variables the function sets, and who owns them.
+OWNED_ENV: dict[str, str] = {
+    "HF_HOME": f"{P}.storage (the model cache)",
+    "VLLM_CACHE_ROOT": f"{P}.storage (the model cache)",
+    "HF_TOKEN": f"{P}.hfTokenSecretRef",
+    "HUGGING_FACE_HUB_TOKEN": f"{P}.hfTokenSecretRef",
+    "VLLM_API_KEY": f"{P}.apiKeySecretRef",
+}
+
+# Parts of a variable name that mark a credential (split at `_`), and the words that make a
+# following KEY one (API_KEY, ACCESS_KEY...). TOKENIZERS_PARALLELISM is not one.
+_SECRET_PARTS = {
+    "TOKEN",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "APIKEY",
+}
+_KEY_KINDS = {"API", "ACCESS", "PRIVATE", "SECRET", "AUTH", "SIGNING", "ENCRYPTION", "MASTER"}
+
+# Values shaped like credentials, whatever they are called.
+_SECRET_VALUES = (
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    ("an API key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
+    ("an AWS access key", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    (
+        "a JSON Web Token",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a URL with a password", re.compile(r"://[^/\s:@]+:[^/\s@]+@")),
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str  # the claim's field that is wrong
+    message: str
+
+
+def flag_name(arg: str) -> str | None:
+    """The option `arg` names as vLLM's parser reads it (`--tensor_parallel_size=4` ->
+    `--tensor-parallel-size`, `-tp` -> `--tensor-parallel-size`), or None for a value."""
+    if arg.startswith("--") and len(arg) > 2:
+        key = arg.split("=", 1)[0]
+        return "--" + key[2:].split(".", 1)[0].replace("_", "-")
+    if arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit() and arg[1] != ".":
+        key = arg.split("=", 1)[0]
+        return ALIASES.get(key, key)
+    return None
+
+
+def _owner(name: str, owned: dict[str, tuple[str, str]]) -> str | None:
+    """The owned flag `name` means: itself, or the one it abbreviates (argparse accepts a
+    unique prefix of a long option)."""
+    if name in owned:
+        return name
+    if name.startswith("--") and len(name) > 4:
+        matches = [flag for flag in owned if flag.startswith(name)]
+        if matches:
+            return min(matches, key=len)
+    return None
+
+
+def secret_shape(text: str) -> str | None:
+    """What kind of credential `text` looks like, or None."""
+    return next((what for what, rx in _SECRET_VALUES if rx.search(text)), None)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable named `name` holds a credential (HF_TOKEN, OPENAI_API_KEY...)."""
+    parts = name.upper().split("_")
+    if _SECRET_PARTS & set(parts):
+        return True
+    return any(p == "KEY" and i > 0 and parts[i - 1] in _KEY_KINDS for i, p in enumerate(parts))
+
+
+def problems(
+    args: Sequence[str], env: Sequence[tuple[str, str]], *, max_model_len_field: bool
+) -> list[Problem]:
+    """Every argument or variable a claim may not set, each with the field to use instead.
+    `max_model_len_field`: engine.maxModelLen is set, so --max-model-len is owned too."""
+    owned = dict(OWNED)
+    if max_model_len_field:
+        owned[MAX_MODEL_LEN] = (
+            f"{P}.engine.maxModelLen",
+            "it is set there already; give the context length once",
+        )
+    out: list[Problem] = []
+    for i, arg in enumerate(args):
+        where = f"{P}.engine.extraArgs[{i}]"
+        name = flag_name(arg)
+        flag = _owner(name, owned) if name else None
+        if flag:
+            field, why = owned[flag]
+            spelled = (
+                ""
+                if arg.split("=", 1)[0] == flag
+                else f" (vLLM reads {arg.split('=', 1)[0]!r} as {flag})"
+            )
+            out.append(
+                Problem(where, f"{where}: {flag}{spelled} is not yours to set: {why}; use {field}")
+            )
+            continue
+        shape = secret_shape(arg)
+        if shape:
+            out.append(
+                Problem(
+                    where,
+                    f"{where}: looks like {shape}; a credential written in extraArgs is readable "
+                    f"in the LLMInference, its VLLMRuntime and status. Keep it in a Secret: "
+                    f"{P}.apiKeySecretRef for vLLM's API key, {P}.hfTokenSecretRef for a "
+                    "Hugging Face token",
+                )
+            )
+    for i, (name, value) in enumerate(env):
+        where = f"{P}.engine.env[{i}]"
+        if name in OWNED_ENV:
+            out.append(
+                Problem(where, f"{where}: {name} is set by the function; use {OWNED_ENV[name]}")
+            )
+        elif secret_name(name) or secret_shape(value):
+            out.append(
+                Problem(
+                    where,
+                    f"{where}: {name} holds a credential and a literal value is readable in the "
+                    f"LLMInference, its VLLMRuntime and status. Keep credentials in Secrets: "
+                    f"{P}.hfTokenSecretRef (Hugging Face), {P}.apiKeySecretRef (vLLM's API "
+                    "key). The pinned production-stack operator gives the engine literal "
+                    "variables only, so no other Secret can reach it",
+                )
+            )
+    return out
