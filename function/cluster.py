@@ -38,6 +38,10 @@ class Target:
     runtime_class: str | None = None
     # Secrets that hold the cluster's own credentials (status.credentialsSecrets): never copied.
     credential_secrets: tuple[str, ...] = ()
+    # Target namespaces the cluster allows besides the claim's own, and the ones it reserves
+    # for its apps (status.tenancy).
+    allowed_namespaces: tuple[str, ...] = ()
+    reserved_namespaces: tuple[str, ...] = ()
 
     @property
     def suffix(self) -> str:
@@ -156,7 +160,13 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
         instance_type=instance if isinstance(instance, str) and instance else None,
         runtime_class=runtime_class,
-        credential_secrets=tuple(
-            str(n) for n in status.get("credentialsSecrets") or [] if isinstance(n, str)
-        ),
+        credential_secrets=_strings(status.get("credentialsSecrets")),
+        # The router's namespace is the platform team's choice of where models run.
+        allowed_namespaces=_strings(dig(status, "tenancy", "allowedNamespaces"))
+        + ((router_ns,) if isinstance(router_ns, str) and router_ns else ()),
+        reserved_namespaces=_strings(dig(status, "tenancy", "reservedNamespaces")),
     )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog, engine_args, resources, sizing, storage
+from function import catalog, engine_args, resources, sizing, storage, tenancy
 from function.cluster import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -109,7 +109,36 @@ def _keep_observed(inputs: Inputs, out: Outcome) -> None:
         out.resources[name] = resources.desired_from_observed(obj)
 
 
+def _check_tenancy(spec: LLMSpec, target: Target) -> None:
+    """A claim's objects go only where its namespace may deploy (function/tenancy.py)."""
+    if target.provider_config is None:
+        return  # Crossplane composes into the claim's own namespace
+    if spec.target_namespace:
+        field = f"{P}.targetNamespace"
+    elif target.cluster:
+        field = f"{P}.clusterRef.name"  # the cluster's router namespace
+    else:
+        field = "metadata.namespace"  # the claim's own namespace name
+    problem = tenancy.problem(
+        target_namespace=target.namespace,
+        claim_namespace=spec.namespace,
+        cluster_allowed=target.allowed_namespaces,
+        cluster=target.cluster,
+        field=field,
+        cluster_reserved=target.reserved_namespaces,
+    )
+    if problem:
+        raise SpecError(field, target.namespace, problem)
+
+
 def _target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
+    target = _find_target(spec, inputs, out)
+    if target is not None:
+        _check_tenancy(spec, target)
+    return target
+
+
+def _find_target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
     if spec.cluster_ref is None:
         return without_cluster(spec)
     out.requirements[REQUIREMENT] = {
@@ -637,7 +666,9 @@ def _build(
     that serves now is kept while the new model downloads)."""
     name = resources.dns_label(spec.name)
     remote = target.provider_config is not None
-    if remote:
+    if remote and target.cluster is None:
+        # An InferenceCluster creates the namespaces its models may use; through a bare
+        # ProviderConfig the model creates its own (and never deletes it).
         _place(
             spec,
             target,

@@ -40,9 +40,12 @@ USAGE = "protection.crossplane.io/v1beta1"
 # operator is 15 Objects (Namespace, 4 CRDs, ServiceAccount, 4 RBAC roles and 4 bindings...
 # see operator.k; GKE adds the GPU Operator's ResourceQuota).
 OPERATOR_OBJECTS = 15
+# Objects for the models besides the operator: the namespace they deploy into (a-team; on
+# aws and google also the model-cache StorageClass, counted per provider below).
+MODEL_OBJECTS = 1
 APPS = {
     (HELM, "Release"): 3,
-    (K8S, "Object"): OPERATOR_OBJECTS,
+    (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS,
     (HELM, "ProviderConfig"): 1,
     (K8S, "ProviderConfig"): 1,
 }
@@ -65,10 +68,10 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EKS, "NodeGroup"): 2,
             (M_AWS_EKS, "Addon"): 1,  # the EBS CSI driver
             **APPS,
-            (K8S, "Object"): OPERATOR_OBJECTS + 1,  # + the model-cache StorageClass
-            # one per app resource and the StorageClass + cluster and ClusterAuth, each by
-            # both ProviderConfigs
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 1 + 4,
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,  # + the StorageClass
+            # one per app resource and model object + cluster and ClusterAuth, each by both
+            # ProviderConfigs
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4,
         },
     },
     "azure": {
@@ -78,7 +81,7 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AKS, "KubernetesCluster"): 1,
             (M_AKS, "KubernetesClusterNodePool"): 1,
             **APPS,
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 2,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
         },
     },
     "google": {
@@ -89,17 +92,18 @@ CASES: dict[str, dict[str, Any]] = {
             (M_GKE, "Cluster"): 1,
             (M_GKE, "NodePool"): 2,
             **APPS,
-            (K8S, "Object"): OPERATOR_OBJECTS + 2,  # + the GPU Operator quota, the StorageClass
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + 2 + 2,
+            # + the GPU Operator quota, the StorageClass
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2,
         },
     },
     "local": {
         "example": "cluster-local.yaml",
-        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS},
+        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS},
     },
     "existing": {
         "example": "cluster-existing.yaml",
-        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS},
+        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS},
     },
 }
 

@@ -138,21 +138,25 @@ def _llm(**params: Any) -> dict[str, Any]:
     }
 
 
-def _cluster(router_namespace: str) -> dict[str, Any]:
+def _cluster(router_namespace: str, allowed: tuple[str, ...] = ()) -> dict[str, Any]:
     from conftest import load_yaml
 
     state = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
     state["status"]["vllm"]["namespace"] = router_namespace
+    state["status"].setdefault("tenancy", {})["allowedNamespaces"] = list(allowed)
     return state
+
+
+_STAGING = {"inference-cluster": [_cluster("a-team", ("a-team-staging",))]}
 
 
 MOVES = [
     (
         "targetNamespace",
-        _llm(providerConfigName="pc", targetNamespace="a"),
-        _llm(providerConfigName="pc", targetNamespace="b"),
-        {},
-        {},
+        _llm(clusterRef={"name": "inference-aws"}, targetNamespace="a-team"),
+        _llm(clusterRef={"name": "inference-aws"}, targetNamespace="a-team-staging"),
+        _STAGING,
+        _STAGING,
     ),
     (
         "providerConfigName",

@@ -57,7 +57,6 @@ def test_llm_example_on_another_cluster_validates(xr: dict[str, Any]) -> None:
     remote = copy.deepcopy(xr)
     remote["spec"]["parameters"] |= {
         "providerConfigName": "gpu-cluster",
-        "targetNamespace": "models",
         "hfTokenSecretRef": {"name": "hf-token"},
     }
     token = {

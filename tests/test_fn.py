@@ -476,7 +476,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 model="meta-llama/Llama-3.1-8B-Instruct",
                 ingressHost="l.example.com",
                 providerConfigName="gpu-cluster",
-                targetNamespace="models",
+                targetNamespace="a-team",
             ),
             "required": {"secret-hf-token": [TOKEN_SECRET]},
         },
@@ -487,7 +487,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                     "spec": {
                         "managementPolicies": ["Observe", "Create", "Update", "LateInitialize"],
                         "forProvider": {
-                            "manifest": {"kind": "Namespace", "metadata": {"name": "models"}}
+                            "manifest": {"kind": "Namespace", "metadata": {"name": "a-team"}}
                         },
                     },
                 },
@@ -506,7 +506,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                             }
                         ],
                         "forProvider": {
-                            "manifest": {"kind": "Secret", "metadata": {"namespace": "models"}}
+                            "manifest": {"kind": "Secret", "metadata": {"namespace": "a-team"}}
                         },
                     },
                 },
@@ -517,7 +517,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                         "providerConfigRef": {"kind": "ProviderConfig", "name": "gpu-cluster"},
                         "readiness": {"policy": "DeriveFromCelQuery"},
                         "forProvider": {
-                            "manifest": {"kind": "VLLMRuntime", "metadata": {"namespace": "models"}}
+                            "manifest": {"kind": "VLLMRuntime", "metadata": {"namespace": "a-team"}}
                         },
                     },
                 },

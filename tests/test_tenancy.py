@@ -1,0 +1,131 @@
+"""Who may deploy what where: a claim's objects land only in namespaces its own namespace may
+use on the target, never in a system namespace (function/tenancy.py, kcl/tenancy.k)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, load_yaml
+
+from function import tenancy
+from function.compose import Inputs, compose
+
+CLUSTER = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
+
+
+def claim(namespace: str = "a-team", **params: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "qwen", "namespace": namespace},
+        "spec": {"parameters": {"model": "Qwen/Qwen2.5-1.5B-Instruct", **params}},
+    }
+
+
+def cluster(router: str = "a-team", allowed: list[str] | None = None) -> dict[str, Any]:
+    c = {**CLUSTER, "status": {**CLUSTER["status"]}}
+    c["status"]["vllm"] = {**c["status"]["vllm"], "namespace": router}
+    c["status"]["tenancy"] = {
+        **c["status"].get("tenancy", {}),
+        "allowedNamespaces": ["a-team", router, *(allowed or [])],
+    }
+    return c
+
+
+ON_CLUSTER = {"clusterRef": {"name": "inference-aws"}}
+
+# (case, claim, cluster or None, the namespace it lands in, or the start of the refusal)
+CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
+    ("own namespace through a ProviderConfig", claim(providerConfigName="pc"), None, "a-team"),
+    (
+        "another team's namespace through a ProviderConfig",
+        claim(providerConfigName="pc", targetNamespace="b-team"),
+        None,
+        "spec.parameters.targetNamespace: claims in namespace a-team may not deploy into b-team "
+        "on the target cluster; allowed: a-team (without an InferenceCluster",
+    ),
+    (
+        "kube-system",
+        claim(providerConfigName="pc", targetNamespace="kube-system"),
+        None,
+        "spec.parameters.targetNamespace: kube-system is a system namespace",
+    ),
+    ("the cluster's router namespace by default", claim(**ON_CLUSTER), cluster("llm"), "llm"),
+    (
+        "a namespace the cluster allows",
+        claim(**ON_CLUSTER, targetNamespace="a-team-staging"),
+        cluster(allowed=["a-team-staging"]),
+        "a-team-staging",
+    ),
+    (
+        "a namespace the cluster does not allow",
+        claim(**ON_CLUSTER, targetNamespace="b-team"),
+        cluster(allowed=["a-team-staging"]),
+        "spec.parameters.targetNamespace: claims in namespace a-team may not deploy into b-team "
+        "on InferenceCluster a-team/inference-aws; allowed: a-team, a-team-staging (the platform "
+        "team can allow more in spec.parameters.tenancy.allowedNamespaces",
+    ),
+    (
+        "a system namespace even when a cluster lists it",
+        claim(**ON_CLUSTER, targetNamespace="gpu-operator"),
+        cluster(allowed=["gpu-operator"]),
+        "spec.parameters.targetNamespace: gpu-operator is a system namespace",
+    ),
+    (
+        "the operator's namespace",
+        claim(providerConfigName="pc", targetNamespace="production-stack-system"),
+        None,
+        "spec.parameters.targetNamespace: production-stack-system is a system namespace",
+    ),
+    (
+        "a claim created in a system namespace, deploying elsewhere",
+        claim("crossplane-system", providerConfigName="pc"),
+        None,
+        "metadata.namespace: crossplane-system is a system namespace",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("xr", "found", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_where_a_claim_may_deploy(
+    xr: dict[str, Any], found: dict[str, Any] | None, expected: str
+) -> None:
+    required = {"inference-cluster": [found]} if found else {}
+    out = compose(Inputs(xr=xr, engine_image=engine_image(), required=required))
+    if " " in expected:
+        assert out.fatal and out.fatal.startswith(expected), out.fatal
+        assert not out.resources
+        return
+    assert out.fatal is None, out.fatal
+    manifests = [
+        o["spec"]["forProvider"]["manifest"]
+        for o in out.resources.values()
+        if o["kind"] == "Object"
+    ]
+    assert manifests and {m["metadata"].get("namespace", expected) for m in manifests} == {expected}
+
+
+def test_the_reserved_namespaces_have_one_home() -> None:
+    """function/tenancy.py and kcl/tenancy.k list the same namespaces, and the program's
+    apps use only those."""
+    text = (ROOT / "kcl" / "tenancy.k").read_text()
+    listed = re.search(r"^reserved_namespaces = \[([^\]]*)\]", text, re.M)
+    assert listed
+    assert set(re.findall(r'"([^"]+)"', listed.group(1))) == set(tenancy.RESERVED)
+    comp = load_yaml(PACKAGE / "inferencecluster" / "composition.yaml")[0]
+    params = comp["spec"]["pipeline"][0]["input"]["spec"]["params"]
+    assert set(params["reservedNamespaces"]) == set(tenancy.RESERVED)
+
+
+@pytest.mark.parametrize(
+    ("claim_ns", "allowed", "expected"),
+    [("a", [], ["a"]), ("a", ["b", "a", "c"], ["a", "b", "c"])],
+)
+def test_allowed_keeps_the_claims_namespace_first(
+    claim_ns: str, allowed: list[str], expected: list[str]
+) -> None:
+    assert tenancy.allowed(claim_ns, allowed) == expected
