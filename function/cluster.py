@@ -38,6 +38,9 @@ class Target:
     runtime_class: str | None = None
     # Secrets that hold the cluster's own credentials (status.credentialsSecrets): never copied.
     credential_secrets: tuple[str, ...] = ()
+    # Whether provider-kubernetes may watch what it applies there: not with a scoped identity,
+    # whose RBAC grants no cluster-wide list/watch (it polls instead).
+    watch: bool = True
     # Target namespaces the cluster allows besides the claim's own, and the ones it reserves
     # for its apps (status.tenancy).
     allowed_namespaces: tuple[str, ...] = ()
@@ -109,7 +112,11 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
             spec.cluster_ref,
             f"{ref} has no GPU node pool: set spec.parameters.gpu.enabled: true on {ref}",
         )
-    provider_config = status.get("providerConfigName")
+    # Models act through the cluster's models ProviderConfig (scoped on local and existing).
+    models_pc = dig(status, "modelsProviderConfig", "name")
+    provider_config = models_pc if isinstance(models_pc, str) and models_pc else None
+    provider_config = provider_config or status.get("providerConfigName")
+    scoped = dig(status, "modelsProviderConfig", "scoped") is True
     memory = _num(gpu.get("memoryGiB"))
     per_node = _num(gpu.get("perNode"))
     if not isinstance(provider_config, str) or not provider_config:
@@ -161,6 +168,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         instance_type=instance if isinstance(instance, str) and instance else None,
         runtime_class=runtime_class,
         credential_secrets=_strings(status.get("credentialsSecrets")),
+        watch=not scoped,
         # The router's namespace is the platform team's choice of where models run.
         allowed_namespaces=_strings(dig(status, "tenancy", "allowedNamespaces"))
         + ((router_ns,) if isinstance(router_ns, str) and router_ns else ()),

@@ -580,6 +580,7 @@ def _place(
         out.resources[key] = manifest
         return
     suffix = wrap.pop("suffix")
+    wrap["watch"] = wrap.get("watch", False) and target.watch
     out.resources[key + target.suffix] = resources.wrap_in_object(
         manifest,
         name=resources.dns_label(f"{spec.name}-{suffix}{target.suffix}"),

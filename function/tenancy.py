@@ -17,7 +17,15 @@ from collections.abc import Iterable
 # operator.k `_operatorNamespace`, apps.k `_nvidia` and `_ingress`; the cluster also
 # publishes them in status.tenancy.reservedNamespaces, and a test keeps the two equal), and
 # Crossplane's.
-RESERVED = frozenset({"crossplane-system", "production-stack-system", "gpu-operator", "traefik"})
+RESERVED = frozenset(
+    {
+        "crossplane-system",
+        "production-stack-system",
+        "gpu-operator",
+        "traefik",
+        "dot-inference-system",
+    }
+)
 RESERVED_PREFIX = "kube-"
 
 

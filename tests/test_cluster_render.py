@@ -97,13 +97,31 @@ CASES: dict[str, dict[str, Any]] = {
             (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2,
         },
     },
+    # local and existing: models act with a scoped identity (identity.k): a ClusterRole and a
+    # RoleBinding per allowed namespace on the cluster (existing: also the identity's
+    # namespace and ServiceAccount there; local: the ServiceAccount, its token Secret and the
+    # kubeconfig that impersonates it on the control plane), its ProviderConfig, Usages of
+    # the admin ProviderConfig by the RBAC Objects and of the identity's parts by its
+    # ProviderConfig.
     "local": {
         "example": "cluster-local.yaml",
-        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS},
+        "kinds": {
+            **APPS,
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
+            (K8S, "ProviderConfig"): 2,
+            ("v1", "ServiceAccount"): 1,
+            ("v1", "Secret"): 2,  # the ServiceAccount's token, the kubeconfig
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 5,
+        },
     },
     "existing": {
         "example": "cluster-existing.yaml",
-        "kinds": {**APPS, (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS},
+        "kinds": {
+            **APPS,
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 4,
+            (K8S, "ProviderConfig"): 2,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 4 + 4,
+        },
     },
 }
 
@@ -204,7 +222,7 @@ def test_expected_kinds_per_provider(provider: str, package: dict) -> None:
     assert {o["metadata"]["namespace"] for o in result.composed} == {"a-team"}
     name = result.xr["metadata"]["name"]
     pcs = [o for o in result.composed if o["kind"] == "ProviderConfig"]
-    assert {o["metadata"]["name"] for o in pcs} == {name}
+    assert {o["metadata"]["name"] for o in pcs} <= {name, f"{name}-models"}
 
 
 @pytest.mark.parametrize("provider", list(CASES))

@@ -87,13 +87,15 @@ def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
                     )
                 )
         if o["kind"] == "LLMInference":
-            pc = (
-                "kubernetes.m.crossplane.io",
-                "ProviderConfig",
-                o["spec"]["parameters"]["clusterRef"]["name"],
+            cluster = o["spec"]["parameters"]["clusterRef"]["name"]
+            # The models' own ProviderConfig where the cluster scopes them (identity.k).
+            name = (
+                f"{cluster}-models"
+                if ("ProviderConfig", f"{cluster}-models") in by_name
+                else cluster
             )
-            assert ("ProviderConfig", pc[2]) in by_name
-            needs.add((pc, _of(o), "a nested model's Objects use the cluster's ProviderConfig"))
+            pc = ("kubernetes.m.crossplane.io", "ProviderConfig", name)
+            needs.add((pc, _of(o), "a nested model's Objects use the models' ProviderConfig"))
     return needs
 
 

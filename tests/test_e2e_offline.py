@@ -361,13 +361,31 @@ class OfflineCluster:
 
     @staticmethod
     def _created_by_provider_kubernetes(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Manifests of Objects whose ProviderConfig is this cluster (InjectedIdentity)."""
+        """Manifests of Objects whose ProviderConfig is this cluster: InjectedIdentity, or a
+        kubeconfig Secret (composed alongside) whose server is this cluster's in-cluster
+        address (the scoped identity of a `local` InferenceCluster)."""
+        in_cluster = {
+            (_meta(o).get("namespace") or "", _meta(o).get("name"))
+            for o in objects
+            if o.get("kind") == "Secret"
+            and "server: https://kubernetes.default.svc"
+            in str((o.get("stringData") or {}).get("kubeconfig", ""))
+        }
+
+        def here(pc: dict[str, Any]) -> bool:
+            creds = (pc.get("spec") or {}).get("credentials") or {}
+            ref = creds.get("secretRef") or {}
+            return creds.get("source") == "InjectedIdentity" or (
+                creds.get("source") == "Secret"
+                and (ref.get("namespace") or "", ref.get("name")) in in_cluster
+            )
+
         local = {
             (o.get("kind"), _meta(o).get("namespace") or "", _meta(o).get("name"))
             for o in objects
             if str(o.get("apiVersion", "")).startswith(f"{PROVIDER_KUBERNETES}/")
             and o.get("kind") in ("ProviderConfig", "ClusterProviderConfig")
-            and ((o.get("spec") or {}).get("credentials") or {}).get("source") == "InjectedIdentity"
+            and here(o)
         }
         out = []
         for o in objects:

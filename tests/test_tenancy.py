@@ -129,3 +129,52 @@ def test_allowed_keeps_the_claims_namespace_first(
     claim_ns: str, allowed: list[str], expected: list[str]
 ) -> None:
     assert tenancy.allowed(claim_ns, allowed) == expected
+
+
+def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
+    """The ClusterRole a local/existing cluster binds for its models covers every kind the
+    function composes on a cluster, with nothing else (no namespaces, no wildcards)."""
+    from dot_inference import render
+
+    pkg = render.load_package(PACKAGE)
+    result = render.render_in_package(pkg, load_yaml(EXAMPLES / "cluster-local.yaml")[0])
+    role = next(
+        o["spec"]["forProvider"]["manifest"]
+        for o in result.composed
+        if o["metadata"]["annotations"]["crossplane.io/composition-resource-name"]
+        == "models-clusterrole"
+    )
+    granted = {
+        (g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    plural = {
+        "VLLMRuntime": "vllmruntimes",
+        "Ingress": "ingresses",
+        "Job": "jobs",
+        "PersistentVolumeClaim": "persistentvolumeclaims",
+        "Secret": "secrets",
+    }
+    state = {**CLUSTER, "status": {**CLUSTER["status"]}}
+    composed = set()
+    for gated in (False, True):
+        model = "meta-llama/Llama-3.1-8B-Instruct" if gated else "Qwen/Qwen2.5-1.5B-Instruct"
+        xr = claim(**ON_CLUSTER, ingressHost="q.example.com", model=model)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": "a-team"},
+            "type": "Opaque",
+            "data": {"token": "eA=="},
+        }
+        out = compose(
+            Inputs(
+                xr=xr,
+                engine_image=engine_image(),
+                required={"inference-cluster": [state], "secret-hf-token": [secret]},
+            )
+        )
+        for o in out.resources.values():
+            if o["kind"] == "Object":
+                m = o["spec"]["forProvider"]["manifest"]
+                composed.add((m["apiVersion"].rpartition("/")[0], plural[m["kind"]]))
+    assert composed == granted
