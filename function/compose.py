@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog, engine_args, resources, sizing, storage, tenancy
+from function import catalog, engine_args, ownership, resources, sizing, storage, tenancy
 from function.cluster import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -582,7 +582,7 @@ def _place(
     suffix = wrap.pop("suffix")
     wrap["watch"] = wrap.get("watch", False) and target.watch
     out.resources[key + target.suffix] = resources.wrap_in_object(
-        manifest,
+        ownership.annotate(manifest, ownership.owner(spec.namespace, spec.name)),
         name=resources.dns_label(f"{spec.name}-{suffix}{target.suffix}"),
         provider_config=target.provider_config,
         **wrap,
@@ -795,6 +795,7 @@ def _build(
             cluster=target.cluster,
             model_claim=spec.name,
         )
+    _no_takeover(spec, target, inputs, out)
     _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
     out.status_extra["cache"] = {
         "claim": name,
@@ -807,6 +808,64 @@ def _build(
         "startupBudgetSeconds": cache.startup_budget_s,
     }
     return name, runtime, fetch.done
+
+
+def _no_takeover(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
+    """Compose nothing over an object that exists and is not this claim's
+    (function/ownership.py): a new control-plane object only once Crossplane has shown it
+    absent or ours; a new Object on another cluster observe-only until the provider has shown
+    the same there."""
+    claim_owner = ownership.owner(spec.namespace, spec.name)
+    xr_uid = dig(inputs.xr, "metadata", "uid")
+    where = (
+        f"InferenceCluster {target.cluster}"
+        if target.cluster
+        else f"the cluster of ProviderConfig {target.provider_config}"
+    )
+    for key, desired in out.resources.items():
+        kind = desired.get("kind", "")
+        name = dig(desired, "metadata", "name")
+        namespace = dig(desired, "metadata", "namespace") or spec.namespace
+        observed = inputs.observed.get(key)
+        if observed is None:
+            requirement = f"existing-{key}"
+            out.requirements[requirement] = {
+                "apiVersion": desired.get("apiVersion", ""),
+                "kind": kind,
+                "matchName": name,
+                "namespace": namespace,
+            }
+            found = inputs.required.get(requirement)
+            why = ownership.foreign_on_control_plane(found[0], xr_uid) if found else None
+            if why:
+                raise SpecError(
+                    "metadata.name",
+                    spec.name,
+                    f"metadata.name: {kind} {namespace}/{name} already exists and {why}; the "
+                    "claim does not take it over. Give the claim another name, or delete or "
+                    f"rename that {kind}",
+                )
+        manifest = dig(desired, "spec", "forProvider", "manifest")
+        if kind != "Object" or not manifest or key == NAMESPACE + target.suffix:
+            continue  # on the control plane; the namespace is created once, never taken
+        state = ownership.remote(observed, claim_owner)
+        if state.state == "probing":
+            desired["spec"]["managementPolicies"] = list(ownership.PROBE_POLICIES)
+        elif state.state == "foreign":
+            found_owner = (
+                f"it belongs to {state.found_owner}"
+                if state.found_owner
+                else f"it has no {ownership.OWNER_ANNOTATION} annotation"
+            )
+            what = f"{manifest.get('kind', '')} {dig(manifest, 'metadata', 'namespace')}/"
+            what += str(dig(manifest, "metadata", "name"))
+            raise SpecError(
+                "metadata.name",
+                spec.name,
+                f"metadata.name: {what} already exists on {where} and {found_owner}; the "
+                f"claim does not take it over. Give the claim another name (or another "
+                f"{P}.targetNamespace), or remove that object there",
+            )
 
 
 def _composed_by_cluster(xr: dict[str, Any], cluster: str) -> bool:
