@@ -70,8 +70,10 @@ CASES: dict[str, dict[str, Any]] = {
             **APPS,
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,  # + the StorageClass
             # one per app resource and model object + cluster and ClusterAuth, each by both
-            # ProviderConfigs
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4,
+            # ProviderConfigs + one per reference between the cloud resources (IGW, route
+            # table, MRTA x2, route x2, 3 subnets, 3 RTAs x2, 5 policy attachments, EKS x4,
+            # ClusterAuth, 2 node groups x5, the add-on)
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 36,
         },
     },
     "azure": {
@@ -81,7 +83,9 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AKS, "KubernetesCluster"): 1,
             (M_AKS, "KubernetesClusterNodePool"): 1,
             **APPS,
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
+            # + the cluster by both ProviderConfigs, the cluster of its resource group, the
+            # GPU pool of the cluster
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2,
         },
     },
     "google": {
@@ -94,7 +98,9 @@ CASES: dict[str, dict[str, Any]] = {
             **APPS,
             # + the GPU Operator quota, the StorageClass
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2,
+            # + references: subnetwork and cluster of the network, cluster of the
+            # subnetwork, both pools of the cluster
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2 + 5,
         },
     },
     # local and existing: models act with a scoped identity (identity.k): a ClusterRole and a

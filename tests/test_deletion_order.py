@@ -9,6 +9,10 @@ gone. What must outlive what, for a deletion to finish:
 - a ProviderConfig needs the composed resource that writes its kubeconfig Secret (EKS
   ClusterAuth, AKS and GKE clusters);
 - a nested LLMInference's Objects need the cluster's provider-kubernetes ProviderConfig;
+- a cloud resource needs every resource it references (a `*Selector` or `*Ref` field in
+  spec.forProvider, read from the provider's own CRD: "Selector for a VPC in ec2 to populate
+  vpcId"): node pools before the cluster, the cluster before its subnets and roles, subnets
+  before the VPC;
 - a CRD the XR installs is never deleted by it (deleting it deletes every object of that kind
   on the cluster, and an Object whose kind is gone cannot finish deleting);
 - and the Usages form no cycle (a cycle is a deletion that never ends).
@@ -16,13 +20,16 @@ gone. What must outlive what, for a deletion to finish:
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, PACKAGE
+from conftest import EXAMPLES, PACKAGE, load_yaml
 
 from dot_inference import render
+from dot_inference.validate import schema_dirs
 
 Key = tuple[str, str, str]  # (API group, kind, name)
 
@@ -61,6 +68,77 @@ def _protects(composed: list[dict[str, Any]]) -> set[tuple[Key, Key]]:
     }
 
 
+@functools.cache
+def _crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(API group, kind) -> the served version's spec.forProvider schema, from the
+    providers' CRDs beside the project."""
+    out = {}
+    for folder in schema_dirs():
+        for path in sorted(folder.glob("provider-upjet-*/*.yaml")):
+            for crd in load_yaml(path):
+                if crd.get("kind") != "CustomResourceDefinition":
+                    continue
+                for v in crd["spec"]["versions"]:
+                    if v.get("served"):
+                        props = v["schema"]["openAPIV3Schema"].get("properties") or {}
+                        fp = (props.get("spec") or {}).get("properties", {}).get("forProvider")
+                        if fp:
+                            out[(crd["spec"]["group"], crd["spec"]["names"]["kind"])] = fp
+    return out
+
+
+# "Selector for a VPC in ec2 to populate vpcId", "Selector for a list of Subnet in ec2 to
+# populate subnetIds", "Selector for a Cluster to populate clusterName" (same API group).
+_REFERENCE = re.compile(
+    r"^(?:Selector for|Reference to) (?:an? |a list of )?(\w+)(?: in (\w+))? to populate"
+)
+
+
+def _references(value: Any, schema: dict[str, Any]) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """(kind, API group prefix, selector or ref) of every reference in a forProvider value,
+    as the CRD describes each field."""
+    if isinstance(value, list):
+        items = schema.get("items") or {}
+        return [r for v in value for r in _references(v, items)]
+    if not isinstance(value, dict):
+        return []
+    props = schema.get("properties") or {}
+    out = []
+    for k, v in value.items():
+        field = props.get(k) or {}
+        m = _REFERENCE.match(" ".join(str(field.get("description", "")).split()))
+        if m and (k.endswith("Selector") or k.endswith("Ref")):
+            out.append((m.group(1), m.group(2), v))
+        else:
+            out.extend(_references(v, field))
+    return out
+
+
+def _referenced(composed: list[dict[str, Any]], o: dict[str, Any]) -> list[dict[str, Any]]:
+    """The composed resources `o` references."""
+    group = o["apiVersion"].rsplit("/", 1)[0]
+    schema = _crd_schemas().get((group, o["kind"]))
+    forprovider = (o.get("spec") or {}).get("forProvider")
+    if schema is None or not isinstance(forprovider, dict):
+        return []
+    out = []
+    for kind, prefix, ref in _references(forprovider, schema):
+        for t in composed:
+            t_group = t["apiVersion"].rsplit("/", 1)[0]
+            if t["kind"] != kind or not (
+                t_group.startswith(prefix + ".") if prefix else t_group == group
+            ):
+                continue
+            labels = t["metadata"].get("labels") or {}
+            if "name" in ref:  # a *Ref names its target
+                hit = ref["name"] == t["metadata"]["name"]
+            else:  # every selector here selects only what this XR composed
+                hit = all(labels.get(k) == v for k, v in (ref.get("matchLabels") or {}).items())
+            if hit:
+                out.append(t)
+    return out
+
+
 def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
     """(of, by, why) for every edge a deletion needs."""
     by_name = {(o["kind"], o["metadata"]["name"]): o for o in composed}
@@ -86,6 +164,8 @@ def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
                         "the ProviderConfig's kubeconfig is written here",
                     )
                 )
+        for t in _referenced(composed, o):
+            needs.add((_of(t), _of(o), f"{o['kind']} references {t['kind']}"))
         if o["kind"] == "LLMInference":
             cluster = o["spec"]["parameters"]["clusterRef"]["name"]
             # The models' own ProviderConfig where the cluster scopes them (identity.k).
@@ -101,11 +181,64 @@ def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
 
 @pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
 def test_every_edge_a_deletion_needs_is_a_usage(name: str, composed: list[dict[str, Any]]) -> None:
-    have = _protects(composed)
+    """Each `of` outlives its `by`: a Usage between them, or a chain of Usages."""
+    have = _outlives(_protects(composed))
     missing = sorted(
         f"{by} needs {of}: {why}" for of, by, why in _needs(composed) if (of, by) not in have
     )
     assert not missing, "\n".join(missing)
+
+
+def _outlives(edges: set[tuple[Key, Key]]) -> set[tuple[Key, Key]]:
+    """The transitive closure of (of, by)."""
+    closure = set(edges)
+    while True:
+        more = {(a, d) for a, b in closure for c, d in closure if b == c} - closure
+        if not more:
+            return closure
+        closure |= more
+
+
+@pytest.mark.parametrize("cloud", ["cluster-aws.yaml", "cluster-google.yaml", "cluster-azure.yaml"])
+def test_cloud_references_are_found_in_the_crds(cloud: str) -> None:
+    """The walk reads every reference the clouds' resources make (else the test above
+    could pass by seeing none): per cloud, the edges between the cloud resources."""
+    composed = next(c for n, c in RENDERS if n.startswith(cloud + ":"))
+    edges = {
+        (of[1], by[1]) for of, by, why in _needs(composed) if why.endswith(f"references {of[1]}")
+    }
+    expected = {
+        "cluster-aws.yaml": {
+            ("VPC", "Subnet"),
+            ("VPC", "InternetGateway"),
+            ("VPC", "RouteTable"),
+            ("VPC", "MainRouteTableAssociation"),
+            ("RouteTable", "Route"),
+            ("InternetGateway", "Route"),
+            ("RouteTable", "MainRouteTableAssociation"),
+            ("RouteTable", "RouteTableAssociation"),
+            ("Subnet", "RouteTableAssociation"),
+            ("Role", "RolePolicyAttachment"),
+            ("Role", "Cluster"),
+            ("Subnet", "Cluster"),
+            ("Cluster", "ClusterAuth"),
+            ("Cluster", "NodeGroup"),
+            ("Role", "NodeGroup"),
+            ("Subnet", "NodeGroup"),
+            ("Cluster", "Addon"),
+        },
+        "cluster-google.yaml": {
+            ("Network", "Subnetwork"),
+            ("Network", "Cluster"),
+            ("Subnetwork", "Cluster"),
+            ("Cluster", "NodePool"),
+        },
+        "cluster-azure.yaml": {
+            ("ResourceGroup", "KubernetesCluster"),
+            ("KubernetesCluster", "KubernetesClusterNodePool"),
+        },
+    }[cloud]
+    assert edges == expected
 
 
 @pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
