@@ -196,8 +196,10 @@ def problems(
                     f"{where}: {name} holds a credential and a literal value is readable in the "
                     f"LLMInference, its VLLMRuntime and status. Keep credentials in Secrets: "
                     f"{P}.hfTokenSecretRef (Hugging Face), {P}.apiKeySecretRef (vLLM's API "
-                    "key). The pinned production-stack operator gives the engine literal "
-                    "variables only, so no other Secret can reach it",
+                    "key). engine.env[].valueFrom.secretKeyRef is not offered: the pinned "
+                    "production-stack operator's VLLMRuntime takes literal variables only "
+                    "(vllmConfig.env is name and value), so no other Secret can reach the "
+                    "engine",
                 )
             )
     return out

@@ -189,12 +189,34 @@ def _engine(params: dict) -> EngineOverrides:
     for i, item in enumerate(env_items):
         name = item.get("name") if isinstance(item, dict) else None
         value = item.get("value") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not ENV_NAME.match(name) or not isinstance(value, str):
+        if isinstance(item, dict) and "valueFrom" in item:
+            raise SpecError(
+                f"{f}.env[{i}].valueFrom",
+                item.get("valueFrom"),
+                f"{f}.env[{i}].valueFrom: not offered; the pinned production-stack operator's "
+                "VLLMRuntime takes literal variables only (vllmConfig.env is name and value). "
+                f"Secrets reach the engine by reference: {P}.hfTokenSecretRef (Hugging Face), "
+                f"{P}.apiKeySecretRef (vLLM's API key)",
+            )
+        if not isinstance(item, dict):
             raise SpecError(
                 f"{f}.env[{i}]",
                 item,
-                f"{f}.env[{i}]: {_short(item)} must be {{name, value}} with a variable name "
-                "such as HF_HUB_OFFLINE and a string value",
+                f"{f}.env[{i}]: {_short(item)} must be {{name, value}}, e.g. "
+                "{name: VLLM_LOGGING_LEVEL, value: DEBUG}",
+            )
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise SpecError(
+                f"{f}.env[{i}].name",
+                name,
+                f"{f}.env[{i}].name: {_short(name)} is not a variable name; use letters, digits "
+                "and _ (not starting with a digit), e.g. VLLM_LOGGING_LEVEL",
+            )
+        if not isinstance(value, str):
+            raise SpecError(
+                f"{f}.env[{i}].value",
+                value,
+                f"{f}.env[{i}].value: {name} needs a string value (quote numbers and booleans)",
             )
         env.append((name, value))
     found = engine_args.problems(args, env, max_model_len_field=max_len is not None)

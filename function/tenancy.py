@@ -51,12 +51,19 @@ def problem(
     cluster_reserved: Iterable[str] = (),
 ) -> str | None:
     """Why the claim may not deploy into `target_namespace`, or None."""
-    may = allowed(claim_namespace, cluster_allowed)
+    may = [
+        n for n in allowed(claim_namespace, cluster_allowed) if not reserved(n, cluster_reserved)
+    ]
     where = f"InferenceCluster {claim_namespace}/{cluster}" if cluster else "the target cluster"
     if reserved(target_namespace, cluster_reserved):
+        use = (
+            f"use one of {', '.join(may)}"
+            if may
+            else f"create the claim in a team's namespace (not {claim_namespace})"
+        )
         return (
             f"{field}: {target_namespace} is a system namespace on {where} (Kubernetes', "
-            f"Crossplane's or a cluster app's) and never takes models; use one of {', '.join(may)}"
+            f"Crossplane's or a cluster app's) and never takes models; {use}"
         )
     if target_namespace in may:
         return None

@@ -143,14 +143,14 @@ BAD = [
     (
         "env without value",
         xr(model="a/b", engine={"env": [{"name": "A"}]}),
-        "spec.parameters.engine.env[0]",
-        "name, value",
+        "spec.parameters.engine.env[0].value",
+        "A needs a string value",
     ),
     (
         "env bad name",
         xr(model="a/b", engine={"env": [{"name": "1A", "value": "x"}]}),
-        "spec.parameters.engine.env[0]",
-        "variable name",
+        "spec.parameters.engine.env[0].name",
+        "'1A' is not a variable name",
     ),
     ("no name", {"spec": {"parameters": {"model": "a/b"}}}, "metadata.name", "metadata.name"),
 ]

@@ -1,0 +1,101 @@
+"""Run one catalogue case the way a claim meets the product: the API server validates it
+against the XRD (schema, patterns, CEL), then Crossplane runs the Composition's pipeline with
+what exists on the control plane (the InferenceCluster's status, Secrets, objects already
+there). Pure data in, plain results out; tests/security/test_catalogue.py asserts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conftest import EXAMPLES, PACKAGE, load_yaml
+
+from dot_inference import render
+from dot_inference.validate import validate_objects
+
+CATALOGUE = Path(__file__).with_name("catalogue.yaml")
+_PKG = render.load_package(PACKAGE)
+# The InferenceCluster an LLMInference with clusterRef finds (its status as a real one
+# publishes it), in the claims' namespace.
+_CLUSTER = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
+_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """`patch` over `base`: maps merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merge(base.get(k), v)
+        return out
+    return copy.deepcopy(patch)
+
+
+_CLUSTER_CLAIM = next(
+    d for d in load_yaml(EXAMPLES / "cluster-local.yaml") if d.get("kind") == "InferenceCluster"
+)
+
+
+def claim(case: dict[str, Any]) -> dict[str, Any]:
+    """The claim of a case: the LLMInference `qwen` in `namespace` (a-team) with `params` over
+    a model, or (kind: InferenceCluster) examples/cluster-local.yaml with `params` merged."""
+    if case.get("kind") == "InferenceCluster":
+        xr = copy.deepcopy(_CLUSTER_CLAIM)
+        xr["spec"]["parameters"] = _merge(xr["spec"]["parameters"], case.get("params") or {})
+        return xr
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "qwen", "namespace": case.get("namespace", "a-team")},
+        "spec": {"parameters": {"model": _MODEL, **copy.deepcopy(case.get("params") or {})}},
+    }
+
+
+def world(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """What exists on the control plane: the case's objects, and the InferenceCluster (its
+    status patched by `cluster`) when the case has one."""
+    out = copy.deepcopy(case.get("world") or [])
+    if "cluster" in case:
+        cluster = copy.deepcopy(_CLUSTER)
+        cluster["metadata"]["namespace"] = case.get("namespace", "a-team")
+        cluster["status"] = _merge(cluster["status"], case["cluster"] or {})
+        out.append(cluster)
+    return out
+
+
+_KCL_LOCATION = re.compile(r"^---> File [^:]+:\d+(?::\d+)?: (?:Check failed on the condition: )?")
+
+
+def refusal(fatal: str | None) -> str | None:
+    """What a user reads of a fatal result: the function's message as it is; of the KCL
+    program's, the failed check's message without the evaluator's frame lines."""
+    if fatal is None or not fatal.startswith("failed to run kcl function pipelines"):
+        return fatal
+    last = fatal.strip().splitlines()[-1]
+    return _KCL_LOCATION.sub("", last)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    schema_errors: list[str]
+    fatal: str | None
+    # Everything a user or another tenant could read: composed resources, the XR's status,
+    # the function's results, as one JSON text.
+    readable: str
+    composed: int
+
+
+def run(case: dict[str, Any]) -> Outcome:
+    xr = claim(case)
+    report = validate_objects([xr], schema_paths=[PACKAGE])
+    errors = [e for _, errs in report.invalid for e in errs]
+    result = render.render_in_package(_PKG, xr, required=world(case))
+    readable = json.dumps(
+        {"composed": result.composed, "status": result.xr.get("status"), "results": result.results},
+        sort_keys=True,
+    )
+    return Outcome(errors, refusal(result.fatal), readable, len(result.composed))
