@@ -55,7 +55,17 @@ class _Group(click.Group):
         sys.exit(0)
 
 
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("dot-inference")
+    except Exception:  # not installed as a distribution (a bare checkout)
+        return "unknown"
+
+
 @click.group(cls=_Group)
+@click.version_option(_version(), "--version", prog_name="dot-inference")
 def cli() -> None:
     """Offline tooling for the dot-inference Crossplane Configuration."""
 
@@ -84,8 +94,20 @@ def _render_module() -> Any:
     return render
 
 
+STDIN = Path("-")
+
+
 def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
     rmod = _render_module()
+    if target == STDIN:
+        jobs = [
+            _Job(Path("<stdin>"), doc)
+            for doc in rmod.load_yaml_documents(sys.stdin.read(), "<stdin>")
+            if is_xr(doc)
+        ]
+        if not jobs:
+            raise CLIError("<stdin>: it holds no composite resource that a Composition composes")
+        return jobs, False
     if not target.exists():
         raise CLIError(f"{target}: no such file or directory")
     directory = target.is_dir()
@@ -137,7 +159,7 @@ def _print_problems(report: Any) -> bool:
 
 
 @cli.command("render")
-@click.argument("target", metavar="XR.yaml|DIR", type=click.Path(path_type=Path))
+@click.argument("target", metavar="XR.yaml|DIR|-", type=click.Path(path_type=Path, allow_dash=True))
 @click.option(
     "-o",
     "--observed-resources",
@@ -184,6 +206,13 @@ def _print_problems(report: Any) -> bool:
     is_flag=True,
     help="Validate the rendered objects against their schemas; exit 1 on problems.",
 )
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Render claims the API server would refuse (unknown fields, patterns, CEL rules), "
+    "reporting the problems as warnings.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No summary line per claim on stderr.")
 def render_cmd(
     target: Path,
     observed_resources: Path | None,
@@ -194,14 +223,21 @@ def render_cmd(
     package_dir: Path | None,
     composition: Path | None,
     validate: bool,
+    lenient: bool,
+    quiet: bool,
 ) -> int:
     """Render composite resources offline, printing what `crossplane render` prints.
 
     XR.yaml renders the composite resources in one file; DIR renders every file below it
     that holds composite resources a Composition in the package composes (other files,
-    such as functions.yaml, are skipped), each block preceded by a `# <path>` line.
-    Without --required-resources, an example's state/<file name> beside it (e.g. the
-    InferenceCluster an LLMInference runs on) is used as its required resources.
+    such as functions.yaml, are skipped), each block preceded by a `# <path>` line; `-`
+    reads them from standard input. Without --required-resources, an example's
+    state/<file name> beside it (e.g. the InferenceCluster an LLMInference runs on) is used
+    as its required resources.
+
+    Strict by default: a claim the API server would refuse (an unknown or misspelt field,
+    a value its XRD's patterns or CEL rules reject) is not rendered and exits 1. Each
+    rendered claim gets one summary line on stderr (--quiet to drop it).
     """
     try:
         return _render(
@@ -213,6 +249,8 @@ def render_cmd(
             package_dir,
             composition,
             validate,
+            strict=not lenient,
+            summary=not quiet,
         )
     except CLIError as e:
         _fail(str(e))
@@ -236,6 +274,9 @@ def _render(
     package_dir: Path | None,
     composition_path: Path | None,
     validate: bool,
+    *,
+    strict: bool = True,
+    summary: bool = True,
 ) -> int:
     rmod = _render_module()
     validate_objects = _validator() if validate else None
@@ -269,6 +310,13 @@ def _render(
     fatal = False
     for job in jobs:
         xr = job.xr
+        problems = _claim_problems(pkg, xr, package_dir)
+        for problem in problems:
+            level = "invalid" if strict else "warning"
+            click.echo(f"dot-inference: {level}: {_who(xr)}: {problem}", err=True)
+        if problems and strict:
+            fatal = True
+            continue
         comp = forced if forced is not None else rmod.select_composition(pkg, xr)
         obs = observed
         if directory:
@@ -295,11 +343,10 @@ def _render(
         )
         if result.fatal is not None:
             fatal = True
-            meta = xr.get("metadata") or {}
-            click.echo(
-                f"dot-inference: {xr.get('kind')}/{meta.get('name')}: {result.fatal}", err=True
-            )
+            click.echo(f"dot-inference: {_who(xr)}: {rmod.user_message(result.fatal)}", err=True)
             continue
+        if summary:
+            click.echo(f"dot-inference: {_who(xr)}: {_summary(xr, result)}", err=True)
         objs = result.objects(
             include_function_results=include_function_results, include_context=include_context
         )
@@ -315,6 +362,59 @@ def _render(
     if validate_objects is not None and rendered and _print_problems(validate_objects(rendered)):
         return 1
     return 1 if fatal else 0
+
+
+def _who(xr: dict) -> str:
+    meta = xr.get("metadata") or {}
+    ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{xr.get('kind')} {ns}{meta.get('name')}"
+
+
+def _claim_problems(pkg: Any, xr: dict, package_dir: Path) -> list[str]:
+    """What the API server would say of the claim itself (its XRD's schema and CEL rules),
+    with "did you mean" for a misspelt field."""
+    try:
+        from dot_inference.validate import validate_objects
+    except ImportError:
+        return []
+    report = validate_objects([xr], schema_paths=[package_dir])
+    return [e for _, errors in report.invalid for e in errors]
+
+
+def _summary(xr: dict, result: Any) -> str:
+    """One line of what was decided: for a model its GPUs, context, fit and endpoint; for a
+    cluster its provider, GPU pool and how much it composes; and the warnings."""
+    status = result.xr.get("status") or {}
+    warnings = [r for r in result.results if r.get("severity") == "SEVERITY_WARNING"]
+    parts: list[str] = []
+    plan = status.get("plan")
+    if xr.get("kind") == "LLMInference" and isinstance(plan, dict):
+        gpu = (
+            f"{plan.get('gpuType')} ({plan.get('gpuMemoryGiB')} GiB)"
+            if not plan.get("gpuAssumed")
+            else f"an assumed {plan.get('gpuMemoryGiB')} GiB GPU"
+        )
+        parts.append(f"{plan.get('model')} on {plan.get('gpus')} x {gpu}")
+        if plan.get("maxModelLen"):
+            parts.append(f"context {plan['maxModelLen']}")
+        parts.append("fits" if plan.get("fits") else "does NOT fit")
+        if status.get("endpoint"):
+            parts.append(str(status["endpoint"]))
+    else:
+        spec = (xr.get("spec") or {}).get("parameters") or {}
+        gpu = status.get("gpu") or {}
+        if spec.get("provider"):
+            parts.append(str(spec["provider"]))
+        if gpu.get("shape"):
+            where = f" on {gpu['instanceType']}" if gpu.get("instanceType") else ""
+            parts.append(f"GPU pool {gpu['shape']}{where}")
+        models = [o for o in result.composed if o.get("kind") == "LLMInference"]
+        if models:
+            parts.append(f"{len(models)} model(s)")
+    parts.append(f"{len(result.composed)} resources")
+    if warnings:
+        parts.append(f"{len(warnings)} warning(s): {warnings[0].get('message')}")
+    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- validate

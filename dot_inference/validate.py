@@ -38,6 +38,7 @@ import binascii
 import contextvars
 import copy
 import datetime
+import difflib
 import functools
 import ipaddress
 import json
@@ -291,10 +292,17 @@ def _format_error(e: ValidationError) -> str:
         )
         prefix = f"{path}." if path else ""
         return (
-            "; ".join(f'{prefix}{k}: unknown field "{k}": {PRUNED}' for k in extra)
+            "; ".join(f'{prefix}{k}: unknown field "{k}": {PRUNED}{_near(k, known)}' for k in extra)
             or f"{path or '<root>'}: {e.message}"
         )
     return f"{path or '<root>'}: {e.message}"
+
+
+def _near(field: str, known: set[str]) -> str:
+    """`; did you mean "x"?` for the known field nearest a misspelt one, else nothing."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(field.lower(), list(by_lower), n=1, cutoff=0.75)
+    return f'; did you mean "{by_lower[close[0]]}"?' if close else ""
 
 
 def _path_str(path: Iterable[Any]) -> str:

@@ -420,7 +420,7 @@ def test_object_manifest_is_validated_as_its_own_object() -> None:
     assert oid == f"v1/Namespace vllm (manifest of {outer})"
     assert errors == [
         'spec.finalizerz: unknown field "finalizerz": not in the schema, so the API server '
-        "would prune it"
+        'would prune it; did you mean "finalizers"?'
     ]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,18 +66,6 @@ def world(case: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-_KCL_LOCATION = re.compile(r"^---> File [^:]+:\d+(?::\d+)?: (?:Check failed on the condition: )?")
-
-
-def refusal(fatal: str | None) -> str | None:
-    """What a user reads of a fatal result: the function's message as it is; of the KCL
-    program's, the failed check's message without the evaluator's frame lines."""
-    if fatal is None or not fatal.startswith("failed to run kcl function pipelines"):
-        return fatal
-    last = fatal.strip().splitlines()[-1]
-    return _KCL_LOCATION.sub("", last)
-
-
 @dataclass(frozen=True)
 class Outcome:
     schema_errors: list[str]
@@ -98,4 +85,5 @@ def run(case: dict[str, Any]) -> Outcome:
         {"composed": result.composed, "status": result.xr.get("status"), "results": result.results},
         sort_keys=True,
     )
-    return Outcome(errors, refusal(result.fatal), readable, len(result.composed))
+    fatal = render.user_message(result.fatal) if result.fatal else None
+    return Outcome(errors, fatal, readable, len(result.composed))

@@ -1,0 +1,119 @@
+"""The CLI a person uses: strict by default with "did you mean", a summary line per claim,
+--version, `render -`, and KCL refusals shown as the claim's field, not a line of prog.k."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import EXAMPLES, ROOT, load_yaml
+
+from dot_inference import cli
+
+
+def invoke(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(cli.cli, list(args), input=stdin)
+
+
+def test_version_is_the_project_version() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    res = invoke("--version")
+    assert res.exit_code == 0
+    assert res.stdout == f"dot-inference, version {version}\n"
+
+
+def test_render_reads_standard_input() -> None:
+    path = EXAMPLES / "llm-qwen.yaml"
+    from_file = invoke("render", str(path), "--quiet")
+    from_stdin = invoke("render", "-", "--quiet", stdin=path.read_text())
+    assert from_file.exit_code == from_stdin.exit_code == 0
+    assert from_stdin.stdout == from_file.stdout and from_stdin.stdout.startswith("---\n")
+
+
+def _misspelt() -> str:
+    claim = copy.deepcopy(load_yaml(EXAMPLES / "llm-qwen.yaml")[0])
+    claim["spec"]["parameters"]["ingresHost"] = claim["spec"]["parameters"].pop("ingressHost")
+    return yaml.safe_dump(claim)
+
+
+# (case, extra arguments, exit code, stderr lines, whether anything is rendered)
+STRICTNESS = [
+    (
+        "strict by default",
+        [],
+        1,
+        [
+            "dot-inference: invalid: LLMInference a-team/qwen: spec.parameters.ingresHost: unknown "
+            'field "ingresHost": not in the schema, so the API server would prune it; did you '
+            'mean "ingressHost"?'
+        ],
+        False,
+    ),
+    (
+        "--lenient renders and warns",
+        ["--lenient", "--quiet"],
+        0,
+        [
+            "dot-inference: warning: LLMInference a-team/qwen: spec.parameters.ingresHost: unknown "
+            'field "ingresHost": not in the schema, so the API server would prune it; did you '
+            'mean "ingressHost"?'
+        ],
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "args", "code", "stderr", "rendered"), STRICTNESS, ids=[c[0] for c in STRICTNESS]
+)
+def test_a_claim_the_api_server_would_refuse(
+    case: str, args: list[str], code: int, stderr: list[str], rendered: bool
+) -> None:
+    res = invoke("render", "-", *args, stdin=_misspelt())
+    assert res.exit_code == code, res.stderr
+    assert res.stderr.splitlines() == stderr
+    assert bool(res.stdout) is rendered
+
+
+# (example, its summary line on stderr)
+SUMMARIES = [
+    (
+        "llm-qwen-on-aws.yaml",
+        "dot-inference: LLMInference a-team/qwen-32b: Qwen/Qwen2.5-32B-Instruct on 4 x l4 "
+        "(22.5 GiB), context 32768, fits, http://qwen.inference-aws.example.com, 5 resources",
+    ),
+    (
+        "llm-kimi.yaml",
+        "dot-inference: LLMInference a-team/kimi: moonshotai/Kimi-K2.5 on 8 x an assumed 80 "
+        "GiB GPU, does NOT fit, http://kimi.127.0.0.1.nip.io, 4 resources, 2 warning(s): "
+        "moonshotai/Kimi-K2.5 needs about 665 GiB of GPU memory",
+    ),
+    (
+        "cluster-aws.yaml",
+        "dot-inference: InferenceCluster a-team/inference-aws: aws, GPU pool l4x4 on g6.12xlarge",
+    ),
+]
+
+
+@pytest.mark.parametrize(("example", "line"), SUMMARIES, ids=[s[0] for s in SUMMARIES])
+def test_each_rendered_claim_gets_a_summary_line(example: str, line: str) -> None:
+    res = invoke("render", str(EXAMPLES / example))
+    assert res.exit_code == 0, res.stderr
+    (summary,) = res.stderr.splitlines()
+    assert summary.startswith(line)
+    assert invoke("render", str(EXAMPLES / example), "--quiet").stderr == ""
+
+
+def test_a_kcl_refusal_names_the_field_not_the_program() -> None:
+    cluster = copy.deepcopy(load_yaml(EXAMPLES / "cluster-aws.yaml")[0])
+    cluster["spec"]["parameters"]["models"] = [{"model": "org-a/Foo-7B"}, {"model": "org-b/foo-7b"}]
+    res = invoke("render", "-", stdin=yaml.safe_dump(cluster))
+    assert res.exit_code == 1
+    assert res.stderr == (
+        "dot-inference: InferenceCluster a-team/inference-aws: spec.parameters.models: "
+        "org-a/Foo-7B and org-b/foo-7b would both be the LLMInference inference-aws-foo-7b; set "
+        "spec.parameters.models[].name on one of them\n"
+    )
