@@ -8,7 +8,11 @@ Figures are printed, not asserted: compare them run to run on the same machine.
 - function-inprocess: FunctionRunner.RunFunction awaited directly (no gRPC).
 - function-grpc: the function served by `python -m function.main --insecure` on loopback,
   called through a gRPC channel, as Crossplane calls it.
-- kcl-step: the InferenceCluster function-kcl step (kcl-lib), per provider example.
+- noop-grpc: a function that does nothing, served the same way; function/noop prints ours
+  as a multiple of it.
+- kcl-step: the InferenceCluster function-kcl step (kcl-lib), per provider example, and as a
+  multiple of a trivial KCL program (kcl-trivial) run the same way.
+Latency is timed with nothing else on; peak allocation is traced over separate calls.
 """
 
 from __future__ import annotations
@@ -79,10 +83,11 @@ def _step_input(composition: dict, function_name: str) -> dict | None:
 
 
 def _measure(call: Callable[[], object], calls: int) -> dict[str, float]:
+    """Time `calls` calls with nothing else on (tracemalloc slows Python 3-5x), then trace
+    the allocations of a few more separately."""
     for _ in range(min(20, calls)):  # warm-up
         call()
     gc.collect()
-    tracemalloc.start()
     latencies = []
     start = time.perf_counter()
     for _ in range(calls):
@@ -90,6 +95,9 @@ def _measure(call: Callable[[], object], calls: int) -> dict[str, float]:
         call()
         latencies.append(time.perf_counter() - t)
     total = time.perf_counter() - start
+    tracemalloc.start()
+    for _ in range(min(20, calls)):
+        call()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     latencies.sort()
@@ -128,14 +136,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_function_grpc(calls: int) -> None:
+def _grpc_runs(command: list[str], calls: int, section: str) -> dict[str, dict[str, float]]:
+    """Serve a function with `command` (its last argument the address) and call it with
+    every LLMInference example; the figures per example."""
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "function.main", "--insecure", "--address", f"127.0.0.1:{port}"],
+        [*command, f"127.0.0.1:{port}"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    out = {}
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=30)
@@ -144,17 +155,37 @@ def bench_function_grpc(calls: int) -> None:
         for name, xr, required in _examples("LLMInference"):
             comp = render.select_composition(pkg, xr)
             req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
-            m = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
-            _print("function-grpc", name, m)
+            out[name] = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
+            _print(section, name, out[name])
         rss = _rss_kib(server.pid)
         if rss is not None:
-            print(
-                f"{'function-grpc':<20} server resident memory after the run: {rss / 1024:.1f} MiB"
-            )
+            print(f"{section:<20} server resident memory after the run: {rss / 1024:.1f} MiB")
         channel.close()
     finally:
         server.terminate()
         server.wait(timeout=10)
+    return out
+
+
+def _ratios(section: str, ours: dict[str, dict[str, float]], base: dict[str, dict[str, float]]):
+    for name, m in ours.items():
+        b = base[name]
+        print(
+            f"{section:<20} {name:<34} p50 {m['p50_ms'] / b['p50_ms']:5.2f}x   "
+            f"p99 {m['p99_ms'] / b['p99_ms']:5.2f}x   throughput "
+            f"{m['calls_per_s'] / b['calls_per_s']:5.2f}x"
+        )
+
+
+def bench_function_grpc(calls: int) -> None:
+    """Our function and a no-op SDK function, each served and called over gRPC on loopback;
+    then ours as a multiple of the no-op (the target: p50 and p99 at most 1.3x)."""
+    python = sys.executable
+    ours = _grpc_runs(
+        [python, "-m", "function.main", "--insecure", "--address"], calls, "function-grpc"
+    )
+    noop = _grpc_runs([python, str(ROOT / "benchmarks" / "noop_function.py")], calls, "noop-grpc")
+    _ratios("function/noop", ours, noop)
 
 
 def _rss_kib(pid: int) -> int | None:
@@ -167,15 +198,32 @@ def _rss_kib(pid: int) -> int | None:
     return None
 
 
+# The smallest KCL program function-kcl runs: the baseline of the KCL step.
+_TRIVIAL_KCL = "items = []\n"
+
+
 def bench_kcl_step(calls: int) -> None:
+    """The InferenceCluster KCL step per example, a trivial KCL program through the same
+    path, and the ratio (the target: at most 10x)."""
     from dot_inference import kcl_function
 
     pkg = render.load_package(ROOT / "package")
-    for name, xr, _ in _examples("InferenceCluster"):
+    examples = _examples("InferenceCluster")
+    _, xr0, _ = examples[0]
+    trivial_input = {
+        "apiVersion": "krm.kcl.dev/v1alpha1",
+        "kind": "KCLInput",
+        "spec": {"source": _TRIVIAL_KCL},
+    }
+    trivial_req = _request(xr0, trivial_input)
+    base = _measure(lambda: kcl_function.run(trivial_req), calls)
+    _print("kcl-trivial", "items = []", base)
+    for name, xr, _ in examples:
         comp = render.select_composition(pkg, xr)
         req = _request(xr, _step_input(comp, "crossplane-contrib-function-kcl"))
         m = _measure(lambda req=req: kcl_function.run(req), calls)
         _print("kcl-step", name, m)
+        print(f"{'kcl-step/trivial':<20} {name:<34} p50 {m['p50_ms'] / base['p50_ms']:6.1f}x")
 
 
 BENCHES = {
