@@ -301,6 +301,8 @@ def _format_error(e: ValidationError) -> str:
 def _near(field: str, known: set[str]) -> str:
     """`; did you mean "x"?` for the known field nearest a misspelt one, else nothing."""
     by_lower = {k.lower(): k for k in known}
+    # 0.75: one slip in a short name still matches ("modle" -> "model", "ingresHost" ->
+    # "ingressHost"), two unrelated names of similar length do not (difflib's ratio).
     close = difflib.get_close_matches(field.lower(), list(by_lower), n=1, cutoff=0.75)
     return f'; did you mean "{by_lower[close[0]]}"?' if close else ""
 

@@ -35,19 +35,19 @@ _SINGLE_NODE = (
     f"({P}.gpu GPUs); pipeline and data parallelism are not offered",
 )
 
-# flag -> (the field or component that owns it, why)
-OWNED: dict[str, tuple[str, str]] = {
+# flag -> (the claim's field that owns it, or None when nothing in the claim does; why)
+OWNED: dict[str, tuple[str | None, str]] = {
     "--tensor-parallel-size": (f"{P}.gpu", f"the tensor parallel size is {P}.gpu"),
     "--pipeline-parallel-size": _SINGLE_NODE,
     "--data-parallel-size": _SINGLE_NODE,
     "--data-parallel-size-local": _SINGLE_NODE,
-    "--port": ("the production-stack operator", "it serves on port 8000 behind its Service"),
-    "--host": ("the production-stack operator", "it binds 0.0.0.0 so its Service reaches it"),
+    "--port": (None, "the production-stack operator serves on port 8000 behind its Service"),
+    "--host": (None, "the production-stack operator binds 0.0.0.0 so its Service reaches it"),
     "--served-model-name": (f"{P}.model", "the model is served under its Hugging Face id"),
     "--model": (f"{P}.model", "vLLM would serve that model instead"),
     "--config": (
-        f"{P}.engine.extraArgs",
-        "a config file can set any of the arguments above; write the arguments themselves",
+        None,
+        "a config file could set any argument a field owns; write the arguments you need directly",
     ),
     "--download-dir": (f"{P}.storage", "the weights live in the model cache"),
     "--api-key": (
@@ -168,8 +168,9 @@ def problems(
                 if arg.split("=", 1)[0] == flag
                 else f" (vLLM reads {arg.split('=', 1)[0]!r} as {flag})"
             )
+            instead = f"use {field}" if field else "remove it from extraArgs"
             out.append(
-                Problem(where, f"{where}: {flag}{spelled} is not yours to set: {why}; use {field}")
+                Problem(where, f"{where}: {flag}{spelled} is not yours to set: {why}; {instead}")
             )
             continue
         shape = secret_shape(arg)

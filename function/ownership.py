@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from function.cluster import dig
+
 # Who composed an object on another cluster: "<claim namespace>/<claim name>".
 OWNER_ANNOTATION = "inference.devopstoolkit.ai/owner"
 
@@ -51,14 +53,6 @@ def annotate(manifest: Mapping[str, Any], value: str) -> dict[str, Any]:
     return {**manifest, "metadata": metadata}
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(p)
-    return obj
-
-
 @dataclass(frozen=True)
 class Remote:
     """What a remote Object may do now: `state`, and for a foreign object who owns it."""
@@ -80,16 +74,16 @@ def remote(observed_object: Mapping[str, Any] | None, claim_owner: str) -> Remot
     """
     if observed_object is None:
         return Remote("probing")
-    policies = _get(observed_object, "spec", "managementPolicies")
+    policies = dig(observed_object, "spec", "managementPolicies")
     if policies != PROBE_POLICIES:
         return Remote("clear")
-    found = _get(observed_object, "status", "atProvider", "manifest")
+    found = dig(observed_object, "status", "atProvider", "manifest")
     if isinstance(found, Mapping) and found:
-        value = _get(found, "metadata", "annotations", OWNER_ANNOTATION)
+        value = dig(found, "metadata", "annotations", OWNER_ANNOTATION)
         if value == claim_owner:
             return Remote("clear")
         return Remote("foreign", value if isinstance(value, str) else None)
-    conditions = _get(observed_object, "status", "conditions")
+    conditions = dig(observed_object, "status", "conditions")
     for c in conditions if isinstance(conditions, list) else []:
         if (
             isinstance(c, Mapping)
@@ -103,7 +97,7 @@ def remote(observed_object: Mapping[str, Any] | None, claim_owner: str) -> Remot
 
 def controller(found: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller owner reference of an object, or None."""
-    refs = _get(found, "metadata", "ownerReferences")
+    refs = dig(found, "metadata", "ownerReferences")
     for r in refs if isinstance(refs, list) else []:
         if isinstance(r, Mapping) and r.get("controller") is True:
             return r

@@ -4,6 +4,7 @@ way to call the function the way Crossplane does."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,16 @@ def by_base(resources: dict[str, Any], base: str) -> Any:
     found = [v for k, v in resources.items() if re.fullmatch(rf"{base}(-[0-9a-f]{{6}})?", k)]
     assert len(found) == 1, f"{base}: {sorted(resources)}"
     return found[0]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what Chainsaw's `patch` sends for a partial object)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out

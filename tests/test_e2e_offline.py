@@ -40,6 +40,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from conftest import merge_patch
 
 from dot_inference import render
 
@@ -218,19 +219,6 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
         str(m.get("namespace") or ""),
         str(m.get("name") or ""),
     )
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (what Chainsaw's `patch` sends for a partial object)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 _PACKAGE: list[render.Package] = []

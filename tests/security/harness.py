@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, PACKAGE, load_yaml
+from conftest import EXAMPLES, PACKAGE, load_yaml, merge_patch
 
 from dot_inference import render
 from dot_inference.validate import validate_objects
@@ -24,16 +24,6 @@ _CLUSTER = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
 _MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    """`patch` over `base`: maps merge key by key, anything else replaces."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            out[k] = _merge(base.get(k), v)
-        return out
-    return copy.deepcopy(patch)
-
-
 _CLUSTER_CLAIM = next(
     d for d in load_yaml(EXAMPLES / "cluster-local.yaml") if d.get("kind") == "InferenceCluster"
 )
@@ -44,7 +34,7 @@ def claim(case: dict[str, Any]) -> dict[str, Any]:
     a model, or (kind: InferenceCluster) examples/cluster-local.yaml with `params` merged."""
     if case.get("kind") == "InferenceCluster":
         xr = copy.deepcopy(_CLUSTER_CLAIM)
-        xr["spec"]["parameters"] = _merge(xr["spec"]["parameters"], case.get("params") or {})
+        xr["spec"]["parameters"] = merge_patch(xr["spec"]["parameters"], case.get("params") or {})
         return xr
     return {
         "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
@@ -61,7 +51,7 @@ def world(case: dict[str, Any]) -> list[dict[str, Any]]:
     if "cluster" in case:
         cluster = copy.deepcopy(_CLUSTER)
         cluster["metadata"]["namespace"] = case.get("namespace", "a-team")
-        cluster["status"] = _merge(cluster["status"], case["cluster"] or {})
+        cluster["status"] = merge_patch(cluster["status"], case["cluster"] or {})
         out.append(cluster)
     return out
 
