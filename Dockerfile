@@ -18,10 +18,12 @@ RUN --mount=target=. \
     /venv/build/bin/pip install hatch && \
     /venv/build/bin/hatch build -t wheel /whl
 
-# Only the function and its runtime dependencies (not the render/KCL extras).
+# Only the function and its runtime dependencies: the wheel carries function/ alone (not the
+# dot_inference/ tooling, nor the render/KCL extras); its dev-only console script goes too.
 RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m venv /venv/fn && \
-    /venv/fn/bin/pip install /whl/*.whl
+    /venv/fn/bin/pip install /whl/*.whl && \
+    rm /venv/fn/bin/dot-inference
 
 # Same venv path as in the build stage, so shebangs and symlinks keep working.
 FROM gcr.io/distroless/python3-debian12 AS image

@@ -40,7 +40,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dot_inference import render  # noqa: E402
+from dot_inference.crossplane import documents, render  # noqa: E402
 
 
 def _examples(kind: str) -> list[tuple[str, dict, dict[str, list[dict]]]]:
@@ -119,7 +119,7 @@ def _print(section: str, name: str, m: dict[str, float]) -> None:
 def bench_function_inprocess(calls: int) -> None:
     from function.fn import FunctionRunner
 
-    pkg = render.load_package(ROOT / "package")
+    pkg = documents.load_package(ROOT / "package")
     runner = FunctionRunner()
     loop = asyncio.new_event_loop()
     for name, xr, required in _examples("LLMInference"):
@@ -151,7 +151,7 @@ def _grpc_runs(command: list[str], calls: int, section: str) -> dict[str, dict[s
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = grpcv1.FunctionRunnerServiceStub(channel)
-        pkg = render.load_package(ROOT / "package")
+        pkg = documents.load_package(ROOT / "package")
         for name, xr, required in _examples("LLMInference"):
             comp = render.select_composition(pkg, xr)
             req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
@@ -205,9 +205,9 @@ _TRIVIAL_KCL = "items = []\n"
 def bench_kcl_step(calls: int) -> None:
     """The InferenceCluster KCL step per example, a trivial KCL program through the same
     path, and the ratio (the target: at most 10x)."""
-    from dot_inference import kcl_function
+    from dot_inference import function_kcl as kcl_function
 
-    pkg = render.load_package(ROOT / "package")
+    pkg = documents.load_package(ROOT / "package")
     examples = _examples("InferenceCluster")
     _, xr0, _ = examples[0]
     trivial_input = {

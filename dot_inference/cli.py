@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from dot_inference.crossplane import documents, printer
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "package"
 
 
@@ -89,7 +91,7 @@ class _Job:
 
 
 def _render_module() -> Any:
-    from dot_inference import render
+    from dot_inference.crossplane import render
 
     return render
 
@@ -98,11 +100,10 @@ STDIN = Path("-")
 
 
 def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
-    rmod = _render_module()
     if target == STDIN:
         jobs = [
             _Job(Path("<stdin>"), doc)
-            for doc in rmod.load_yaml_documents(sys.stdin.read(), "<stdin>")
+            for doc in documents.load_yaml_documents(sys.stdin.read(), "<stdin>")
             if is_xr(doc)
         ]
         if not jobs:
@@ -112,14 +113,14 @@ def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
         raise CLIError(f"{target}: no such file or directory")
     directory = target.is_dir()
     jobs: list[_Job] = []
-    for path in rmod.yaml_files(target):
+    for path in documents.yaml_files(target):
         if directory and STATE_DIR in path.relative_to(target).parts[:-1]:
             continue  # the state an example renders against, not an example
         try:
             text = path.read_text()
         except OSError as e:
             raise CLIError(f"{path}: cannot read: {e.strerror or e}") from e
-        for doc in rmod.load_yaml_documents(text, str(path)):
+        for doc in documents.load_yaml_documents(text, str(path)):
             if is_xr(doc):
                 jobs.append(_Job(path, doc))
     if not jobs:
@@ -131,16 +132,15 @@ def _collect_jobs(target: Path, is_xr: Any) -> tuple[list[_Job], bool]:
 
 
 def _load_many(paths: tuple[Path, ...]) -> list[dict]:
-    rmod = _render_module()
     objs: list[dict] = []
     for p in paths:
-        objs.extend(rmod.load_objects(p))
+        objs.extend(documents.load_objects(p))
     return objs
 
 
 def _validator() -> Any:
     try:
-        from dot_inference.validate import validate_objects
+        from dot_inference.apiserver import validate_objects
     except ImportError as e:
         raise CLIError(f"validation is not available: {e}") from e
     return validate_objects
@@ -257,8 +257,8 @@ def render_cmd(
     except BrokenPipeError:
         raise
     except Exception as e:
-        rmod = sys.modules.get("dot_inference.render")
-        if rmod is not None and isinstance(e, rmod.RenderError):
+        rmod = sys.modules.get("dot_inference.crossplane.render")
+        if rmod is not None and isinstance(e, documents.RenderError):
             _fail(str(e))
         if isinstance(e, OSError):
             _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
@@ -283,15 +283,17 @@ def _render(
     package_dir = package_dir or PACKAGE_DIR
     forced: dict | None = None
     if composition_path is not None:
-        comps = [o for o in rmod.load_objects(composition_path) if o.get("kind") == "Composition"]
+        comps = [
+            o for o in documents.load_objects(composition_path) if o.get("kind") == "Composition"
+        ]
         if len(comps) != 1:
             raise CLIError(
                 f"{composition_path}: expected exactly one Composition, found {len(comps)}"
             )
         forced = comps[0]
-        pkg = rmod.load_package(package_dir) if package_dir.is_dir() else rmod.Package()
+        pkg = documents.load_package(package_dir) if package_dir.is_dir() else documents.Package()
     else:
-        pkg = rmod.load_package(package_dir)
+        pkg = documents.load_package(package_dir)
         if not pkg.compositions:
             raise CLIError(f"{package_dir}: the package has no Compositions")
 
@@ -301,7 +303,7 @@ def _render(
         return rmod.is_handled_xr(pkg, doc)
 
     jobs, directory = _collect_jobs(target, is_xr)
-    observed = rmod.load_objects(observed_path) if observed_path is not None else []
+    observed = documents.load_objects(observed_path) if observed_path is not None else []
     required = _load_many(required_paths)
     runners = rmod.default_runners()
 
@@ -332,7 +334,7 @@ def _render(
             ]
         req = required
         if not required_paths and state_file(job.path).is_file():
-            req = rmod.load_objects(state_file(job.path))
+            req = documents.load_objects(state_file(job.path))
         result = rmod.render(
             xr,
             comp,
@@ -343,7 +345,9 @@ def _render(
         )
         if result.fatal is not None:
             fatal = True
-            click.echo(f"dot-inference: {_who(xr)}: {rmod.user_message(result.fatal)}", err=True)
+            from dot_inference.function_kcl import user_message
+
+            click.echo(f"dot-inference: {_who(xr)}: {user_message(result.fatal)}", err=True)
             continue
         if summary:
             click.echo(f"dot-inference: {_who(xr)}: {_summary(xr, result)}", err=True)
@@ -355,7 +359,7 @@ def _render(
         rendered.extend([{**xr, "status": result.xr.get("status", {})}, *result.composed])
         if directory:
             chunks.append(f"# {job.path}\n")
-        chunks.append(rmod.dump_stream(objs))
+        chunks.append(printer.dump_stream(objs))
 
     click.echo("".join(chunks), nl=False)
 
@@ -374,7 +378,7 @@ def _claim_problems(pkg: Any, xr: dict, package_dir: Path) -> list[str]:
     """What the API server would say of the claim itself (its XRD's schema and CEL rules),
     with "did you mean" for a misspelt field."""
     try:
-        from dot_inference.validate import validate_objects
+        from dot_inference.apiserver import validate_objects
     except ImportError:
         return []
     report = validate_objects([xr], schema_paths=[package_dir])
@@ -431,14 +435,14 @@ def validate_cmd(source: Path) -> int:
     try:
         rmod = _render_module()
         if str(source) == "-":
-            objs = rmod.load_yaml_documents(sys.stdin.read(), "<stdin>")
+            objs = documents.load_yaml_documents(sys.stdin.read(), "<stdin>")
             for doc in objs:
                 if not isinstance(doc, dict):
                     raise CLIError(
                         f"<stdin>: expected Kubernetes objects, found a {type(doc).__name__}"
                     )
         else:
-            objs = rmod.load_objects(source)
+            objs = documents.load_objects(source)
         objs = [
             o for o in objs if not str(o.get("apiVersion", "")).startswith("render.crossplane.io/")
         ]
@@ -446,8 +450,8 @@ def validate_cmd(source: Path) -> int:
     except CLIError as e:
         _fail(str(e))
     except Exception as e:
-        rmod = sys.modules.get("dot_inference.render")
-        if rmod is not None and isinstance(e, rmod.RenderError):
+        rmod = sys.modules.get("dot_inference.crossplane.render")
+        if rmod is not None and isinstance(e, documents.RenderError):
             _fail(str(e))
         _fail(f"internal error: {type(e).__name__}: {e}")
 

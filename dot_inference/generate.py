@@ -60,7 +60,7 @@ def production_stack_upstream(schemas: Path | None = None) -> dict[str, object]:
     and the commit they come from, read from ``<schemas>/production-stack`` (its ``SOURCE``
     names the commit). The InferenceCluster installs exactly these, and kcl/ checks that the
     commit is the one kcl/versions.k pins."""
-    from dot_inference.validate import schema_dirs
+    from dot_inference.apiserver import schema_dirs
 
     folder = (schemas or schema_dirs()[0]) / "production-stack"
     source = folder / "SOURCE"
@@ -133,9 +133,9 @@ CLUSTER_STATE = {
 
 
 def cluster_states(root: Path) -> dict[str, str]:
-    from dot_inference import render
+    from dot_inference.crossplane import documents, render
 
-    pkg = render.load_package(root / "package")
+    pkg = documents.load_package(root / "package")
     out: dict[str, str] = {}
     for target, claim_path in CLUSTER_STATE.items():
         claim = yaml.safe_load((root / claim_path).read_text())

@@ -13,11 +13,12 @@ from typing import Any
 
 from conftest import EXAMPLES, PACKAGE, load_yaml, merge_patch
 
-from dot_inference import render
-from dot_inference.validate import validate_objects
+from dot_inference.apiserver import validate_objects
+from dot_inference.crossplane import documents, render
+from dot_inference.function_kcl import user_message
 
 CATALOGUE = Path(__file__).with_name("catalogue.yaml")
-_PKG = render.load_package(PACKAGE)
+_PKG = documents.load_package(PACKAGE)
 # The InferenceCluster an LLMInference with clusterRef finds (its status as a real one
 # publishes it), in the claims' namespace.
 _CLUSTER = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
@@ -75,5 +76,5 @@ def run(case: dict[str, Any]) -> Outcome:
         {"composed": result.composed, "status": result.xr.get("status"), "results": result.results},
         sort_keys=True,
     )
-    fatal = render.user_message(result.fatal) if result.fatal else None
+    fatal = user_message(result.fatal) if result.fatal else None
     return Outcome(errors, fatal, readable, len(result.composed))

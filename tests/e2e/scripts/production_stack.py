@@ -29,11 +29,11 @@ class ProductionStackError(Exception):
 def installed_crds(example: Path = EXAMPLE) -> list[dict[str, Any]]:
     """The CRD manifests the offline render of `example` wraps in provider-kubernetes Objects."""
     sys.path.insert(0, str(ROOT))
-    from dot_inference import render
+    from dot_inference.crossplane import documents, render
 
-    pkg = render.load_package(ROOT / "package")
+    pkg = documents.load_package(ROOT / "package")
     out: list[dict[str, Any]] = []
-    for xr in render.load_objects(example):
+    for xr in documents.load_objects(example):
         if not render.is_handled_xr(pkg, xr):
             continue
         result = render.render_in_package(pkg, xr)

@@ -3,7 +3,8 @@
 * Every ``chainsaw-test.yaml`` and the root ``.chainsaw.yaml`` validate against Chainsaw's own
   JSON schemas (v0.2.15, ``../shared/schemas/chainsaw``), and every file or script a step
   names exists.
-* Every claim a suite applies renders offline through the real package (``dot_inference.render``)
+* Every claim a suite applies renders offline through the real package
+  (``dot_inference.crossplane.render``)
   without a fatal result, and the render validates against the upstream schemas.
 * Each suite is replayed step by step against an offline stand-in for the cluster: ``apply``,
   ``patch`` and ``delete`` change the set of claims, the claims are rendered, and every
@@ -42,9 +43,9 @@ import pytest
 import yaml
 from conftest import merge_patch
 
-from dot_inference import render
+from dot_inference.crossplane import documents, render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "tests" / "e2e"
 PACKAGE = ROOT / "package"
 EXAMPLES = ROOT / "examples"
@@ -221,12 +222,12 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
-_PACKAGE: list[render.Package] = []
+_PACKAGE: list[documents.Package] = []
 
 
-def package() -> render.Package:
+def package() -> documents.Package:
     if not _PACKAGE:
-        _PACKAGE.append(render.load_package(PACKAGE))
+        _PACKAGE.append(documents.load_package(PACKAGE))
     return _PACKAGE[0]
 
 
@@ -301,7 +302,7 @@ class OfflineCluster:
         pkg = package()
         try:
             composition = render.select_composition(pkg, xr)
-        except render.RenderError as e:
+        except documents.RenderError as e:
             raise MissingComposition(str(e)) from e
         return render.render(
             xr,
@@ -743,7 +744,7 @@ def test_applied_claims_render_and_validate(suite: str, path: Path) -> None:
         pytest.skip(f"package/ has no Composition for this claim yet: {run.skipped}")
     rel = str(path.relative_to(E2E))
     assert rel in run.after_apply, "\n".join(run.problems) or f"{rel} was never applied"
-    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    validate = pytest.importorskip("dot_inference.apiserver").validate_objects
     report = validate(run.after_apply[rel].objects)
     assert report.ok, report.summary()
 
@@ -899,7 +900,7 @@ def test_setup_packages_match_the_package() -> None:
         package_ref, _, tag = d["spec"]["package"].rpartition(":")
         assert pinned[package_ref] == tag
     assert len(docs) == len(pinned)
-    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    validate = pytest.importorskip("dot_inference.apiserver").validate_objects
     runtime = load_docs(E2E / "setup" / "runtime.yaml")
     report = validate(docs + runtime)
     assert report.ok, report.summary()
@@ -918,7 +919,7 @@ def test_setup_providerconfigs_validate() -> None:
         ("ClusterProviderConfig", "local"),
         ("ClusterProviderConfig", "default"),
     }
-    validate = pytest.importorskip("dot_inference.validate").validate_objects
+    validate = pytest.importorskip("dot_inference.apiserver").validate_objects
     report = validate(docs)
     assert report.ok, report.summary()
 

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "renovate-extract"
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "renovate-extract"
 VERSIONS = ROOT / "kcl" / "versions.k"
 RENOVATE_JSON = ROOT / "renovate.json"
 

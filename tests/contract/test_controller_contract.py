@@ -1,5 +1,5 @@
 """What the function renders, held against what the pinned production-stack controller does
-with it (tests/production_stack_controller.py models that controller from its source).
+with it (tests/e2e/production_stack_controller.py models that controller from its source).
 
 - the Deployment the controller builds from every example is a valid Deployment;
 - its update check never panics (node affinity always present);
@@ -27,7 +27,7 @@ from production_stack_controller import (
     status_for,
 )
 
-from dot_inference.validate import validate_objects
+from dot_inference.apiserver import validate_objects
 from function.compose import RUNTIME, Inputs, compose
 from function.resources import CONFIG_HASH_ANNOTATION
 

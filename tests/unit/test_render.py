@@ -1,6 +1,6 @@
 """Offline render: engine semantics, auto-ready, output format and the CLI.
 
-Everything runs against a toy XRD/Composition (tests/testdata/render/package) with tiny
+Everything runs against a toy XRD/Composition (tests/unit/testdata/render/package) with tiny
 in-test step runners, not the product's compositions.
 """
 
@@ -14,8 +14,10 @@ from click.testing import CliRunner
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from dot_inference import autoready, cli, render
-from dot_inference.render import RenderError
+from dot_inference import cli
+from dot_inference import function_auto_ready as autoready
+from dot_inference.crossplane import documents, printer, render
+from dot_inference.crossplane.documents import RenderError
 
 DATA = Path(__file__).parent / "testdata" / "render"
 PACKAGE = DATA / "package"
@@ -63,15 +65,15 @@ TOY_RUNNERS = {"toy-compose": toy_compose, render.FN_AUTO_READY: autoready.run}
 
 
 def load(name: str) -> list[dict]:
-    return render.load_objects(DATA / name)
+    return documents.load_objects(DATA / name)
 
 
 def the_xr() -> dict:
     return load("xr.yaml")[0]
 
 
-def pkg() -> render.Package:
-    return render.load_package(PACKAGE)
+def pkg() -> documents.Package:
+    return documents.load_package(PACKAGE)
 
 
 def composition(*steps: dict) -> dict:
@@ -761,7 +763,7 @@ def test_printed_stream_matches_crossplane_render() -> None:
         observed=load("observed.yaml"),
     )
     objs = result.objects(include_function_results=True, include_context=True)
-    assert render.dump_stream(objs) == EXPECTED
+    assert printer.dump_stream(objs) == EXPECTED
 
 
 @pytest.mark.parametrize(
@@ -788,11 +790,11 @@ def test_printed_stream_matches_crossplane_render() -> None:
     ],
 )
 def test_scalars_are_written_like_go_yaml(case: str, value: object, want: str) -> None:
-    assert render.dump_yaml({"k": value}) == f"k: {want}\n", case
+    assert printer.dump_yaml({"k": value}) == f"k: {want}\n", case
 
 
 def test_keys_sort_in_go_yaml_order() -> None:
-    text = render.dump_yaml({"b": 1, "a10": 1, "a9": 1, "a_b": 1, "aB": 1, "A": 1})
+    text = printer.dump_yaml({"b": 1, "a10": 1, "a9": 1, "a_b": 1, "aB": 1, "A": 1})
     assert [line.split(":")[0] for line in text.splitlines()] == [
         "A",
         "a_b",
@@ -878,7 +880,7 @@ def test_cli_render_directory_skips_non_xr_files(toy_cli) -> None:
 
 def test_cli_fatal_exits_1_with_the_message(toy_cli, tmp_path: Path) -> None:
     comp = composition(step("boom"))
-    (tmp_path / "comp.yaml").write_text(render.dump_yaml(comp))
+    (tmp_path / "comp.yaml").write_text(printer.dump_yaml(comp))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(render, "default_runners", lambda: {"boom": fatal_runner})
         res = toy_cli(
@@ -974,9 +976,9 @@ def test_cli_validate_flag_reports_problems(toy_cli, monkeypatch: pytest.MonkeyP
             self.no_schema = ["XWidget/demo"]
             self.ok = False
 
-    fake = types.ModuleType("dot_inference.validate")
+    fake = types.ModuleType("dot_inference.apiserver")
     fake.validate_objects = Report
-    monkeypatch.setitem(sys.modules, "dot_inference.validate", fake)
+    monkeypatch.setitem(sys.modules, "dot_inference.apiserver", fake)
     res = toy_cli(
         "render",
         str(DATA / "xr.yaml"),
@@ -1028,9 +1030,9 @@ def fake_validate(monkeypatch: pytest.MonkeyPatch, ok: bool) -> list[list[dict]]
             self.no_schema = []
             self.ok = ok
 
-    fake = types.ModuleType("dot_inference.validate")
+    fake = types.ModuleType("dot_inference.apiserver")
     fake.validate_objects = Report
-    monkeypatch.setitem(sys.modules, "dot_inference.validate", fake)
+    monkeypatch.setitem(sys.modules, "dot_inference.apiserver", fake)
     return seen
 
 
@@ -1053,7 +1055,7 @@ def test_cli_validate_without_the_validator_exits_2(
 ) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "dot_inference.validate", None)
+    monkeypatch.setitem(sys.modules, "dot_inference.apiserver", None)
     res = toy_cli("render", str(DATA / "xr.yaml"), "--package", str(PACKAGE), "--validate")
     assert res.exit_code == 2
     assert res.stdout == ""

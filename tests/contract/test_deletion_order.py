@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, PACKAGE, load_yaml
 
-from dot_inference import render
-from dot_inference.validate import schema_dirs
+from dot_inference.apiserver import schema_dirs
+from dot_inference.crossplane import documents, render
 
 Key = tuple[str, str, str]  # (API group, kind, name)
 
@@ -47,10 +47,10 @@ def _ref(ref: dict[str, Any]) -> Key:
 
 
 def _renders() -> list[tuple[str, list[dict[str, Any]]]]:
-    pkg = render.load_package(PACKAGE)
+    pkg = documents.load_package(PACKAGE)
     out = []
     for path in sorted(EXAMPLES.glob("cluster-*.yaml")):
-        for xr in render.load_objects(path):
+        for xr in documents.load_objects(path):
             if render.is_handled_xr(pkg, xr):
                 result = render.render_in_package(pkg, xr)
                 assert result.fatal is None, result.fatal

@@ -31,18 +31,14 @@ import functools
 import importlib
 import inspect
 import json
-import math
-import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from dot_inference.crossplane.convert import from_struct, jsonable, to_struct
+from dot_inference.crossplane.documents import Package, RenderError
 from function.cluster import dig as _get
 
 StepRunner = Callable[[fnv1.RunFunctionRequest], Any]
@@ -76,10 +72,6 @@ FN_AUTO_READY = "crossplane-contrib-function-auto-ready"
 FN_DOT_INFERENCE = "devops-toolkit-function-dot-inference"
 
 
-class RenderError(Exception):
-    """The render could not run: bad input, no Composition, a step runner failed."""
-
-
 @dataclass
 class RenderResult:
     xr: dict
@@ -102,160 +94,6 @@ class RenderResult:
                 {"apiVersion": RENDER_API_VERSION, "kind": "Context", "fields": self.context}
             )
         return out
-
-
-@dataclass
-class Package:
-    xrds: list[dict] = field(default_factory=list)
-    compositions: list[dict] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- loading
-
-
-# A claim expands to at most this many YAML nodes once its aliases are resolved: generous for
-# any manifest (a Composition is a few thousand), far below what an alias bomb expands to.
-MAX_EXPANDED_NODES = 200_000
-
-
-class _Loader(yaml.SafeLoader):
-    """Kubernetes reads YAML into JSON: timestamps stay strings. Stricter than PyYAML's safe
-    loader where a typo or a hostile file would otherwise pass: a key given twice in one
-    mapping is an error (Kubernetes' own decoder refuses it too), and a document whose
-    aliases expand to more than MAX_EXPANDED_NODES nodes is refused before it is built."""
-
-    def compose_document(self) -> yaml.Node | None:
-        node = super().compose_document()
-        if node is not None:
-            expanded = _expanded_size(node, {})
-            if expanded > MAX_EXPANDED_NODES:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"its anchors and aliases expand to more than {MAX_EXPANDED_NODES:,} nodes; "
-                    "write the values out instead of nesting aliases",
-                    node.start_mark,
-                )
-        return node
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                continue
-            if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (first at line {first.start_mark.line + 1})",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes in `node` with every alias expanded (a shared node counted each time)."""
-    known = memo.get(id(node))
-    if known is not None:
-        return known
-    memo[id(node)] = MAX_EXPANDED_NODES + 1  # an alias of its own ancestor never ends
-    if isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
-    else:
-        size = 1
-    size = min(size, MAX_EXPANDED_NODES + 1)
-    memo[id(node)] = size
-    return size
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def load_yaml_documents(text: str, source: str = "<input>") -> list[Any]:
-    """All non-empty documents of a YAML stream. Raises RenderError on bad YAML, a key given
-    twice, or aliases that expand beyond reason."""
-    try:
-        docs = list(yaml.load_all(text, Loader=_Loader))  # a SafeLoader subclass
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise RenderError(f"{source}: invalid YAML{where}: {problem}") from e
-    except RecursionError as e:
-        raise RenderError(f"{source}: invalid YAML: nested too deeply") from e
-    return [d for d in docs if d is not None]
-
-
-# function-kcl reports a failed KCL check or assertion with the evaluator's frames
-# ("---> File prog.k:475: Check failed on the condition: <message>"); a user needs the
-# message, which names the claim's field, not a line of the generated program.
-_KCL_FAILURE = "failed to run kcl function pipelines"
-_KCL_FRAME = re.compile(r"^---> File [^:]+:\d+(?::\d+)?: (?:Check failed on the condition: )?")
-
-
-def user_message(fatal: str) -> str:
-    """A fatal result as a user reads it: a function's message as it is; of the KCL
-    program's, the failed check's own message (it starts with the claim's field path)."""
-    if not fatal.startswith(_KCL_FAILURE):
-        return fatal
-    lines = [ln for ln in fatal.strip().splitlines() if ln.strip()]
-    frames = [ln for ln in lines if _KCL_FRAME.match(ln)]
-    if not frames:
-        return fatal
-    message = _KCL_FRAME.sub("", frames[-1]).strip()
-    return message or fatal
-
-
-def yaml_files(path: Path) -> list[Path]:
-    """`path` itself, or every *.yaml / *.yml below it (sorted)."""
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-    return [path]
-
-
-def load_objects(path: Path) -> list[dict]:
-    """Kubernetes objects from a YAML file or a directory of YAML files."""
-    if not path.exists():
-        raise RenderError(f"{path}: no such file or directory")
-    objs: list[dict] = []
-    for p in yaml_files(path):
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise RenderError(f"{p}: cannot read: {e.strerror or e}") from e
-        for doc in load_yaml_documents(text, str(p)):
-            if not isinstance(doc, dict):
-                raise RenderError(f"{p}: expected Kubernetes objects, found a {type(doc).__name__}")
-            objs.append(doc)
-    return objs
-
-
-def load_package(package_dir: Path) -> Package:
-    """The XRDs and Compositions found in a Configuration package directory."""
-    package_dir = Path(package_dir)
-    if not package_dir.is_dir():
-        raise RenderError(f"{package_dir}: package directory not found")
-    pkg = Package()
-    for obj in load_objects(package_dir):
-        group = str(obj.get("apiVersion", "")).split("/")[0]
-        if group != "apiextensions.crossplane.io":
-            continue
-        if obj.get("kind") == "CompositeResourceDefinition":
-            pkg.xrds.append(obj)
-        elif obj.get("kind") == "Composition":
-            pkg.compositions.append(obj)
-    return pkg
 
 
 def _type_ref(composition: dict) -> tuple[str, str]:
@@ -389,38 +227,6 @@ def apply_xrd_defaults(xr: dict, xrd: dict) -> dict:
             _default(out, _get(v, "schema", "openAPIV3Schema"))
             break
     return out
-
-
-# --------------------------------------------------------------------------- conversion
-
-
-def _jsonable(value: Any) -> Any:
-    """What a Kubernetes object looks like after a JSON round trip."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, int | str):
-        return value
-    if isinstance(value, float):
-        return _int_if_integral(value)
-    return str(value)
-
-
-def _int_if_integral(value: float) -> float | int:
-    # encoding/json writes an integral float64 without a fraction and sigs.k8s.io/yaml
-    # reads it back as an int: what Crossplane prints for `replicas: 1` from a Struct.
-    if math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    return value
-
-
-def to_struct(obj: dict) -> Any:
-    return resource.dict_to_struct(_jsonable(obj))
-
-
-def from_struct(struct: Any) -> dict:
-    return _jsonable(resource.struct_to_dict(struct))
 
 
 # --------------------------------------------------------------------------- required resources
@@ -684,16 +490,16 @@ def render(
             f"render only supports Composition Function pipelines: Composition "
             f"{_q(str(_get(composition, 'metadata', 'name')))} must use spec.mode: Pipeline"
         )
-    xr = _jsonable(xr)
+    xr = jsonable(xr)
     if xrd is not None:
         xr = apply_xrd_defaults(xr, xrd)
-    required = [_jsonable(r) for r in required]
+    required = [jsonable(r) for r in required]
 
     observed_by_name: dict[str, dict] = {}
     for o in observed:
         name = (_get(o, "metadata", "annotations") or {}).get(ANNOTATION_RESOURCE_NAME)
         if name:
-            observed_by_name[str(name)] = _jsonable(o)
+            observed_by_name[str(name)] = jsonable(o)
 
     o_state = fnv1.State(composite=fnv1.Resource(resource=to_struct(xr)))
     for name, obj in observed_by_name.items():
@@ -743,7 +549,7 @@ def render(
                 _condition(c.type, _STATUS_NAMES.get(c.status, "Unknown"), c.reason, c.message)
             )
         if rsp.HasField("requirements"):
-            requirements[step_name] = _jsonable(_message_dict(rsp.requirements))
+            requirements[step_name] = jsonable(_message_dict(rsp.requirements))
         for r in rsp.results:
             if r.severity == fnv1.SEVERITY_FATAL:
                 return RenderResult(
@@ -882,281 +688,10 @@ def default_runners() -> dict[str, StepRunner]:
     on a private event loop.
     """
     return {
-        FN_KCL: _LazyRunner("dot_inference.kcl_function", "run"),
-        FN_AUTO_READY: _LazyRunner("dot_inference.autoready", "run"),
+        FN_KCL: _LazyRunner("dot_inference.function_kcl", "run"),
+        FN_AUTO_READY: _LazyRunner("dot_inference.function_auto_ready", "run"),
         FN_DOT_INFERENCE: _LazyRunner("function.fn", "RunFunction", cls="FunctionRunner"),
     }
-
-
-# --------------------------------------------------------------------------- YAML output
-#
-# Crossplane prints with k8s.io/apimachinery's JSON serializer in YAML mode: encoding/json,
-# then sigs.k8s.io/yaml.JSONToYAML (go-yaml v2). That means: keys sorted in go-yaml's
-# "natural" order, strings quoted (double quotes) when they would read back as something
-# else, multi-line strings as literal blocks, lines folded at 80 columns, sequences not
-# indented under their key, floats in Go's shortest 'g' format.
-
-_STR = "tag:yaml.org,2002:str"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
-_BOOL = "tag:yaml.org,2002:bool"
-_NULL = "tag:yaml.org,2002:null"
-_TIMESTAMP = "tag:yaml.org,2002:timestamp"
-
-_GO_MAP = {
-    **dict.fromkeys(
-        ["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"], _BOOL
-    ),
-    **dict.fromkeys(
-        ["n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"], _BOOL
-    ),
-    **dict.fromkeys(["", "~", "null", "Null", "NULL"], _NULL),
-    **dict.fromkeys(
-        [
-            ".nan",
-            ".NaN",
-            ".NAN",
-            ".inf",
-            ".Inf",
-            ".INF",
-            "+.inf",
-            "+.Inf",
-            "+.INF",
-            "-.inf",
-            "-.Inf",
-            "-.INF",
-        ],
-        _FLOAT,
-    ),
-    "<<": "tag:yaml.org,2002:merge",
-}
-_GO_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
-_GO_BASE60 = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
-_GO_TIMESTAMPS = (
-    re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$"),
-    re.compile(
-        r"^(\d{4})-(\d{1,2})-(\d{1,2})[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})(\.\d+)?"
-        r"(Z|[+-]\d{2}:\d{2})$"
-    ),
-    re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(\.\d+)?$"),
-)
-_GO_INT = re.compile(r"^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
-_GO_FLOAT_LITERAL = re.compile(
-    r"^[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|infinity|nan)$", re.I
-)
-
-
-def _go_timestamp(s: str) -> bool:
-    for rx in _GO_TIMESTAMPS:
-        m = rx.match(s)
-        if not m:
-            continue
-        g = [int(x) for x in m.groups()[:6] if x is not None and x.isdigit()]
-        month, day = g[1], g[2]
-        if not (1 <= month <= 12 and 1 <= day <= 31):
-            return False
-        return len(g) < 6 or (g[3] < 24 and g[4] < 60 and g[5] < 60)
-    return False
-
-
-def _go_resolve(s: str) -> str:
-    """The tag go-yaml v2 would resolve a plain scalar to (yaml.v2 resolve.go)."""
-    if s in _GO_MAP:
-        return _GO_MAP[s]
-    first = s[0]
-    if first == ".":
-        return _FLOAT if _GO_FLOAT_LITERAL.match(s) else _STR
-    if first in "+-0123456789":
-        if first.isdigit() and len(s) > 4 and s[4] == "-" and _go_timestamp(s):
-            return _TIMESTAMP
-        plain = s.replace("_", "")
-        if _GO_INT.match(plain):
-            return _INT
-        if _GO_YAML_FLOAT.match(plain):
-            return _FLOAT
-    return _STR
-
-
-def _needs_quotes(s: str) -> bool:
-    return _go_resolve(s) != _STR or bool(_GO_BASE60.match(s))
-
-
-def _go_float(f: float) -> str:
-    """strconv.FormatFloat(f, 'g', -1, 64) after a JSON round trip."""
-    if math.isnan(f):
-        return ".nan"
-    if math.isinf(f):
-        return ".inf" if f > 0 else "-.inf"
-    if f.is_integer() and abs(f) < 1e21:
-        return str(int(f))
-    digits, exp = _shortest_digits(f)
-    sign = "-" if f < 0 else ""
-    x = exp - 1  # exponent of the first digit
-    if x < -4 or x >= 6:  # shortest formatting decides with precision 6
-        mant = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{mant}e{'-' if x < 0 else '+'}{abs(x):02d}"
-    if exp <= 0:
-        return f"{sign}0.{'0' * -exp}{digits}"
-    if exp >= len(digits):
-        return f"{sign}{digits}{'0' * (exp - len(digits))}"
-    return f"{sign}{digits[:exp]}.{digits[exp:]}"
-
-
-def _shortest_digits(f: float) -> tuple[str, int]:
-    """Shortest round-trip decimal digits of |f| and the decimal point position."""
-    r = repr(abs(f))
-    mant, _, e = r.partition("e")
-    exp = int(e) if e else 0
-    int_part, _, frac = mant.partition(".")
-    digits = (int_part + frac).lstrip("0")
-    point = len(int_part) + exp
-    lead = len(int_part + frac) - len((int_part + frac).lstrip("0"))
-    point -= lead
-    digits = digits.rstrip("0") or "0"
-    return digits, point
-
-
-def _go_key_less(a: str, b: str) -> bool:
-    """go-yaml v2 sorter.go keyList.Less for string keys."""
-    for i in range(min(len(a), len(b))):
-        ca, cb = a[i], b[i]
-        if ca == cb:
-            continue
-        al, bl = _is_letter(ca), _is_letter(cb)
-        if al and bl:
-            return ca < cb
-        if al or bl:
-            return bl
-        an = bn = 0
-        if ca == "0" or cb == "0":
-            j = i - 1
-            while j >= 0 and a[j].isdigit():
-                if a[j] != "0":
-                    an = bn = 1
-                    break
-                j -= 1
-        ai = i
-        while ai < len(a) and a[ai].isdigit():
-            an = an * 10 + (ord(a[ai]) - 48)
-            ai += 1
-        bi = i
-        while bi < len(b) and b[bi].isdigit():
-            bn = bn * 10 + (ord(b[bi]) - 48)
-            bi += 1
-        if an != bn:
-            return an < bn
-        if ai != bi:
-            return ai < bi
-        return ca < cb
-    return len(a) < len(b)
-
-
-def _is_letter(c: str) -> bool:
-    return unicodedata.category(c).startswith("L")
-
-
-def _go_key_cmp(a: str, b: str) -> int:
-    if _go_key_less(a, b):
-        return -1
-    if _go_key_less(b, a):
-        return 1
-    return 0
-
-
-class _GoEmitter(yaml.emitter.Emitter):
-    def choose_scalar_style(self) -> str:
-        # libyaml's yaml_emitter_select_scalar_style, which go-yaml ports: a literal
-        # block that is not allowed falls back to double quotes (PyYAML: single).
-        if self.analysis is None:
-            self.analysis = self.analyze_scalar(self.event.value)
-        style = self.event.style
-        a = self.analysis
-        if style == '"' or self.canonical:
-            return '"'
-        if style and style in "|>":
-            if not self.flow_level and not self.simple_key_context and a.allow_block:
-                return style
-            return '"'
-        if self.simple_key_context and a.multiline:
-            return '"'
-        plain_ok = (self.flow_level and a.allow_flow_plain) or (
-            not self.flow_level and a.allow_block_plain
-        )
-        if (
-            self.event.implicit[0]
-            and plain_ok
-            and not (a.empty and (self.flow_level or self.simple_key_context))
-        ):
-            return ""
-        if a.allow_single_quoted:
-            return "'"
-        return '"'
-
-
-class _GoRepresenter(yaml.representer.SafeRepresenter):
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-    def represent_str(self, data: str) -> Any:
-        if "\n" in data:
-            style = "|"
-        elif _needs_quotes(data):
-            style = '"'
-        else:
-            style = None
-        return self.represent_scalar(_STR, data, style=style)
-
-    def represent_float(self, data: float) -> Any:
-        text = _go_float(data)
-        return self.represent_scalar(_INT if re.fullmatch(r"-?\d+", text) else _FLOAT, text)
-
-    def represent_dict(self, data: dict) -> Any:
-        items = sorted(
-            ((str(k), v) for k, v in data.items()),
-            key=functools.cmp_to_key(lambda x, y: _go_key_cmp(x[0], y[0])),
-        )
-        return self.represent_mapping("tag:yaml.org,2002:map", items)
-
-
-_GoRepresenter.add_representer(str, _GoRepresenter.represent_str)
-_GoRepresenter.add_representer(float, _GoRepresenter.represent_float)
-_GoRepresenter.add_representer(dict, _GoRepresenter.represent_dict)
-_GoRepresenter.add_representer(tuple, yaml.representer.SafeRepresenter.represent_list)
-
-
-class _GoResolver(yaml.resolver.BaseResolver):
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is yaml.ScalarNode:
-            return _go_resolve(value) if implicit[0] else _STR
-        if kind is yaml.SequenceNode:
-            return self.DEFAULT_SEQUENCE_TAG
-        return self.DEFAULT_MAPPING_TAG
-
-
-class _GoDumper(_GoEmitter, yaml.serializer.Serializer, _GoRepresenter, _GoResolver):
-    def __init__(self, stream: Any, **kw: Any) -> None:
-        _GoEmitter.__init__(
-            self,
-            stream,
-            canonical=False,
-            indent=2,
-            width=80,
-            allow_unicode=True,
-            line_break="\n",
-        )
-        yaml.serializer.Serializer.__init__(self, explicit_start=False, explicit_end=False)
-        _GoRepresenter.__init__(self, default_style=None, default_flow_style=False, sort_keys=False)
-        _GoResolver.__init__(self)
-
-
-def dump_yaml(obj: Any) -> str:
-    """One object as Crossplane's YAML serializer writes it (no leading `---`)."""
-    return yaml.dump(_jsonable(obj), Dumper=_GoDumper)
-
-
-def dump_stream(objs: Iterable[Any]) -> str:
-    """Objects as `crossplane render` prints them: each preceded by a `---` line."""
-    return "".join(f"---\n{dump_yaml(o)}" for o in objs)
 
 
 def render_in_package(

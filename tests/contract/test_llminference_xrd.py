@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, PACKAGE, load_yaml
 
-from dot_inference.validate import validate_objects
+from dot_inference.apiserver import validate_objects
 
 XRD = load_yaml(PACKAGE / "llminference" / "definition.yaml")[0]
 

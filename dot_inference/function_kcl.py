@@ -843,3 +843,23 @@ def _parse_duration(text: str) -> datetime.timedelta:
             f'cannot get Function input from {_REQ_TYPE}: spec.ttl: time: invalid duration "{text}"'
         )
     return datetime.timedelta(seconds=max(0.0, sign * seconds))
+
+
+# function-kcl reports a failed KCL check or assertion with the evaluator's frames
+# ("---> File prog.k:475: Check failed on the condition: <message>"); a user needs the
+# message, which names the claim's field, not a line of the generated program.
+_KCL_FAILURE = "failed to run kcl function pipelines"
+_KCL_FRAME = re.compile(r"^---> File [^:]+:\d+(?::\d+)?: (?:Check failed on the condition: )?")
+
+
+def user_message(fatal: str) -> str:
+    """A fatal result as a user reads it: a function's message as it is; of the KCL
+    program's, the failed check's own message (it starts with the claim's field path)."""
+    if not fatal.startswith(_KCL_FAILURE):
+        return fatal
+    lines = [ln for ln in fatal.strip().splitlines() if ln.strip()]
+    frames = [ln for ln in lines if _KCL_FRAME.match(ln)]
+    if not frames:
+        return fatal
+    message = _KCL_FRAME.sub("", frames[-1]).strip()
+    return message or fatal

@@ -19,8 +19,9 @@ import pytest
 import yaml
 from conftest import EXAMPLES, PACKAGE, ROOT
 
-from dot_inference.render import default_runners, load_package, render
-from dot_inference.validate import schema_dirs, validate_objects
+from dot_inference.apiserver import schema_dirs, validate_objects
+from dot_inference.crossplane.documents import load_package
+from dot_inference.crossplane.render import default_runners, render
 
 XRD_NAME = "inferenceclusters.inference.devopstoolkit.ai"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,4 +1,4 @@
-"""Tests of dot_inference.kcl_function: function-kcl v0.12.2 semantics on kcl-lib."""
+"""Tests of dot_inference.function_kcl: function-kcl v0.12.2 semantics on kcl-lib."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from dot_inference.kcl_function import run
+from dot_inference.function_kcl import run
 
 XR = {
     "apiVersion": "example.org/v1",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml
 
-from dot_inference.validate import validate_objects
+from dot_inference.apiserver import validate_objects
 
 FILES = sorted(
     [

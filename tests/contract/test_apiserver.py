@@ -1,4 +1,4 @@
-"""Tests of dot_inference.validate: one valid and one invalid object per schema source."""
+"""Tests of dot_inference.apiserver: one valid and one invalid object per schema source."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dot_inference.validate import (
+from dot_inference.apiserver import (
     ValidationReport,
     load_yaml_stream,
     object_id,
@@ -17,7 +17,7 @@ from dot_inference.validate import (
 )
 
 TESTDATA = Path(__file__).parent / "testdata" / "validate"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "schemas"
 PATHS = [SHARED, TESTDATA]
 
 pytestmark = pytest.mark.skipif(
@@ -492,7 +492,7 @@ def test_load_yaml_stream_skips_empty_documents(tmp_path: Path) -> None:
 
 
 def test_schema_dirs_default_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     monkeypatch.delenv("DOT_INFERENCE_SCHEMAS", raising=False)
     assert schema_dirs() == [repo.parent / "shared" / "schemas", repo / "package"]
     monkeypatch.setenv("DOT_INFERENCE_SCHEMAS", f"/a{__import__('os').pathsep}/b")

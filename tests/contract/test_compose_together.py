@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, PACKAGE, load_yaml
 
-from dot_inference import render
-from dot_inference.validate import validate_objects
+from dot_inference.apiserver import validate_objects
+from dot_inference.crossplane import documents, render
 
-PKG = render.load_package(PACKAGE)
+PKG = documents.load_package(PACKAGE)
 
 
 def _render(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, PACKAGE, load_yaml
 
-from dot_inference import render
+from dot_inference.crossplane import documents, render
 
 # The PRD's "Models & Hardware" table (seeds/000: PRD #1), one row per manifest.
 PRD_TABLE = [
@@ -56,7 +56,7 @@ def _strip_crossplane(obj: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("manifest", [r[0] for r in PRD_TABLE])
 def test_manifest_agrees_with_the_composition(manifest: str) -> None:
     claim = load_yaml(EXAMPLES / manifest.replace("vllm-", "llm-"))[0]
-    result = render.render_in_package(render.load_package(PACKAGE), claim)
+    result = render.render_in_package(documents.load_package(PACKAGE), claim)
     assert result.fatal is None
     rendered = sorted((_strip_crossplane(o) for o in result.composed), key=lambda o: o["kind"])
     plain = sorted(load_yaml(EXAMPLES / "manifests" / manifest), key=lambda o: o["kind"])

@@ -36,9 +36,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dot_inference.validate import defaulted
+from dot_inference.apiserver import defaulted
 
-SHARED_SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+SHARED_SCHEMAS = Path(__file__).resolve().parents[3] / "shared" / "schemas"
 
 
 class ControllerPanic(Exception):

@@ -134,9 +134,9 @@ def test_allowed_keeps_the_claims_namespace_first(
 def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
     """The ClusterRole a local/existing cluster binds for its models covers every kind the
     function composes on a cluster, with nothing else (no namespaces, no wildcards)."""
-    from dot_inference import render
+    from dot_inference.crossplane import documents, render
 
-    pkg = render.load_package(PACKAGE)
+    pkg = documents.load_package(PACKAGE)
     result = render.render_in_package(pkg, load_yaml(EXAMPLES / "cluster-local.yaml")[0])
     role = next(
         o["spec"]["forProvider"]["manifest"]

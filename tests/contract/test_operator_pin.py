@@ -19,9 +19,9 @@ import pytest
 import yaml
 from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml
 
-from dot_inference import render
+from dot_inference.apiserver import schema_dirs
+from dot_inference.crossplane import documents, render
 from dot_inference.generate import GenerateError, production_stack_upstream, render_files
-from dot_inference.validate import schema_dirs
 
 VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
 UPSTREAM = schema_dirs()[0] / "production-stack"
@@ -94,8 +94,8 @@ def test_generate_says_where_the_crds_come_from(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("example", CLUSTER_EXAMPLES, ids=lambda p: p.name)
 def test_every_cluster_runs_the_controller_built_from_the_pin(example: Path) -> None:
-    pkg = render.load_package(PACKAGE)
-    for xr in render.load_objects(example):
+    pkg = documents.load_package(PACKAGE)
+    for xr in documents.load_objects(example):
         if not render.is_handled_xr(pkg, xr):
             continue
         result = render.render_in_package(pkg, xr)

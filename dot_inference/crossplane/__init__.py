@@ -1,0 +1,1 @@
+"""What the `crossplane` CLI does offline: `crossplane composition render` (cmd/crank/render)."""
