@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from function.catalog import GIB, ModelFacts
 from function.errors import FieldError
+from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
@@ -46,7 +47,6 @@ GPU_PER_NODE_FIELD = "gpu.per_node"
 
 GPU_MEMORY_UTILIZATION = 0.9
 DTYPE = "auto"
-CANDIDATE_GPU_COUNTS = (1, 2, 4, 8)
 OVERHEAD_GIB_SINGLE_GPU = 2.0
 OVERHEAD_GIB_TENSOR_PARALLEL = 3.0
 USEFUL_CONTEXT_TOKENS = 32768
@@ -55,12 +55,9 @@ SMALL_EMBEDDING_PARAMS_B = 1.0
 MAX_GPU_MEMORY_GIB = 4096.0
 MAX_GPUS_PER_NODE = 64
 
-# GPU sizes named in hints when nothing fits (upstream-facts §4 GPU shapes).
-KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = (
-    (24.0, "L4 / A10G, 24 GiB"),
-    (40.0, "A100 40 GB"),
-    (80.0, "A100 / H100 80 GB"),
-    (131.3, "H200 141 GB"),
+# GPU sizes named in hints when nothing fits, smallest first (function/limits.yaml).
+KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = tuple(
+    sorted((g.memory_gib, g.name) for g in GPU_TYPES.values())
 )
 
 
@@ -186,7 +183,9 @@ def valid_gpu_counts(facts: ModelFacts, max_gpus: int) -> list[int]:
         return []
     if facts.attention_heads < 1 or facts.kv_heads < 1:
         return []
-    return [n for n in CANDIDATE_GPU_COUNTS if n <= max_gpus and _split_problem(facts, n) is None]
+    return [
+        n for n in TENSOR_PARALLEL_CANDIDATES if n <= max_gpus and _split_problem(facts, n) is None
+    ]
 
 
 # --------------------------------------------------------------------------- memory model

@@ -14,17 +14,12 @@ from typing import Any
 
 from function import engine_args
 from function.errors import FieldError
+from function.limits import HF_MODEL_ID, HF_MODEL_ID_MAX_PART, MAX_GPUS
 
-HF_REPO_ID = re.compile(
-    r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
-)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-MAX_GPUS = 16
-# Hugging Face limits each part of a repo id to 96 characters (huggingface_hub validate_repo_id).
-MAX_REPO_PART = 96
 
 DEFAULT_HF_TOKEN_SECRET = "hf-token"
 DEFAULT_HF_TOKEN_KEY = "token"
@@ -103,8 +98,8 @@ def _model(params: dict) -> str:
         )
     if (
         not isinstance(value, str)
-        or not HF_REPO_ID.match(value)
-        or any(len(part) > MAX_REPO_PART for part in value.split("/"))
+        or not HF_MODEL_ID.match(value)
+        or any(len(part) > HF_MODEL_ID_MAX_PART for part in value.split("/"))
     ):
         raise SpecError(
             f"{P}.model",

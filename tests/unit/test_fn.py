@@ -11,6 +11,10 @@ from conftest import engine_image, on_target, request, run
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from function.limits import GPU_TYPES, MAX_GPUS
+
+H200_GIB = GPU_TYPES["h200"].memory_gib
+
 CLUSTER_REQ = "inference-cluster"
 SEVERITY = {
     fnv1.SEVERITY_FATAL: "Fatal",
@@ -51,7 +55,7 @@ def cluster(**overrides: Any) -> dict[str, Any]:
             "gpu": {
                 "enabled": True,
                 "type": "h200",
-                "memoryGiB": 131.3,
+                "memoryGiB": H200_GIB,
                 "perNode": 8,
                 "maxNodes": 1,
                 "instanceType": "a3-ultragpu-8g",
@@ -359,9 +363,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
-        "model nobody can size with more GPUs than a node has: fatal, not a crash",
-        {"xr": xr(model="acme/mystery-model", gpu=9)},
-        {"fatal": "~spec.parameters.gpu: 9 is not a GPU count for this cluster"},
+        "more GPUs than one replica may use (function/limits.yaml): fatal, not a crash",
+        {"xr": xr(model="acme/mystery-model", gpu=MAX_GPUS + 1)},
+        {"fatal": f"~spec.parameters.gpu: {MAX_GPUS + 1} is not a GPU count; use a whole number"},
     ),
     (
         "unknown id with a size in its name is estimated and says so",
@@ -587,7 +591,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                     "fits": True,
                     "gpuType": "h200",
                     "gpuAssumed": False,
-                    "gpuMemoryGiB": 131.3,
+                    "gpuMemoryGiB": H200_GIB,
                 }
             },
             "conditions": {

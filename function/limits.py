@@ -1,0 +1,35 @@
+"""The limits the APIs, the cluster program and the function share, loaded from
+``limits.yaml`` (their one home; kcl/ reads the same file when it generates the XRDs)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+LIMITS_PATH = Path(__file__).with_name("limits.yaml")
+
+
+@dataclass(frozen=True)
+class GpuType:
+    type: str
+    memory_gib: float
+    name: str
+
+
+def _load(path: Path = LIMITS_PATH) -> dict:
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+_DATA = _load()
+
+HF_MODEL_ID = re.compile(_DATA["huggingFaceModelId"]["pattern"])
+HF_MODEL_ID_MAX_PART = int(_DATA["huggingFaceModelId"]["maxPartLength"])
+TENSOR_PARALLEL_CANDIDATES: tuple[int, ...] = tuple(_DATA["gpusPerReplica"]["candidates"])
+MAX_GPUS: int = int(_DATA["gpusPerReplica"]["max"])
+GPU_TYPES: dict[str, GpuType] = {
+    t: GpuType(type=t, memory_gib=float(g["memoryGiB"]), name=str(g["name"]))
+    for t, g in _DATA["gpus"].items()
+}
