@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.sizing import ASSUMED_GPU, GpuShape
+from function.limits import ASSUMED_GPU, GpuShape
 from function.spec import LLMSpec, P, SpecError
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"

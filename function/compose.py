@@ -340,9 +340,7 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
         else:
             plan = sizing.plan(facts, spec.gpu, target.gpu)
     except sizing.SizingError as e:
-        # Sizing speaks of `gpu: N`; the user wrote spec.parameters.gpu.
-        message = f"spec.parameters.{e.message}" if e.message.startswith("gpu") else e.message
-        raise SpecError(e.field, e.value, message) from e
+        raise SpecError(e.field, e.value, e.message) from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
         # Leave room for the model-cache Job, which may run beside the engine.
         plan = sizing.fit_to_node(

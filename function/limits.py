@@ -19,6 +19,17 @@ class GpuType:
     name: str
 
 
+@dataclass(frozen=True)
+class GpuShape:
+    """The GPUs a model runs on: memory of one, how many a node has, and whether that is what
+    a cluster published or an assumption (no cluster referenced)."""
+
+    memory_gib: float
+    per_node: int
+    type: str | None
+    assumed: bool
+
+
 def _load(path: Path = LIMITS_PATH) -> dict:
     return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
@@ -33,3 +44,6 @@ GPU_TYPES: dict[str, GpuType] = {
     t: GpuType(type=t, memory_gib=float(g["memoryGiB"]), name=str(g["name"]))
     for t, g in _DATA["gpus"].items()
 }
+
+# No cluster referenced: plan for an 80 GiB GPU on an 8-GPU node (the commonest large shape).
+ASSUMED_GPU = GpuShape(memory_gib=80.0, per_node=MAX_GPUS, type=None, assumed=True)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 from function.catalog import GIB, ModelFacts
 from function.errors import FieldError
-from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES
+from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES, GpuShape
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
@@ -59,17 +59,6 @@ MAX_GPUS_PER_NODE = 64
 KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = tuple(
     sorted((g.memory_gib, g.name) for g in GPU_TYPES.values())
 )
-
-
-@dataclass(frozen=True)
-class GpuShape:
-    memory_gib: float
-    per_node: int
-    type: str | None
-    assumed: bool
-
-
-ASSUMED_GPU = GpuShape(memory_gib=80.0, per_node=8, type=None, assumed=True)
 
 
 @dataclass(frozen=True)
@@ -270,16 +259,20 @@ def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape) -> int:
     valid = valid_gpu_counts(facts, gpu.per_node)
     use = ", ".join(str(n) for n in valid) or "none"
     if not _is_count(gpus):
-        raise SizingError(GPU_FIELD, gpus, f"gpu must be a whole number of GPUs, got {gpus!r}")
+        raise SizingError(
+            GPU_FIELD, gpus, f"{GPU_FIELD} must be a whole number of GPUs, got {gpus!r}"
+        )
     if gpus < 1:
         raise SizingError(
-            GPU_FIELD, gpus, f"gpu: {gpus} is not a GPU count; use one of {use} for {facts.id}"
+            GPU_FIELD,
+            gpus,
+            f"{GPU_FIELD}: {gpus} is not a GPU count; use one of {use} for {facts.id}",
         )
     if gpus > gpu.per_node:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"gpu: {gpus} is more than the {gpu.per_node} GPUs a node has; a model runs in "
+            f"{GPU_FIELD}: {gpus} is more than the {gpu.per_node} GPUs a node has; a model runs in "
             f"one pod on one node, so use at most {gpu.per_node} (one of {use} for {facts.id})",
         )
     problem = _split_problem(facts, gpus)
@@ -287,7 +280,7 @@ def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape) -> int:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"gpu: {gpus} {problem}; use one of {use} "
+            f"{GPU_FIELD}: {gpus} {problem}; use one of {use} "
             "(tensor parallelism splits heads evenly across GPUs)",
         )
     return gpus
@@ -435,7 +428,7 @@ def plan_without_facts(gpus: int, gpu: GpuShape) -> Plan:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"gpu: {gpus!r} is not a GPU count for this cluster; use a whole number from 1 to "
+            f"{GPU_FIELD}: {gpus!r} is not a GPU count for this cluster; use a whole number from 1 to "
             f"{gpu.per_node}",
         )
     cpu, memory, shm = _host_resources(None, gpus)

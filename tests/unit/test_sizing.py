@@ -10,10 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from function.catalog import catalog_ids, lookup, resolve
-from function.limits import GPU_TYPES
+from function.limits import ASSUMED_GPU, GPU_TYPES, GpuShape
 from function.sizing import (
-    ASSUMED_GPU,
-    GpuShape,
+    GPU_FIELD,
     Plan,
     SizingError,
     choose_gpus,
@@ -370,53 +369,69 @@ GPU_ERRORS = [
         "not-dividing-heads",
         "Qwen/Qwen2.5-7B-Instruct",
         3,
-        "gpu: 3 does not divide the 28 attention heads of Qwen/Qwen2.5-7B-Instruct; use one of "
-        "1, 2, 4 (tensor parallelism splits heads evenly across GPUs)",
+        f"{GPU_FIELD}: 3 does not divide the 28 attention heads of Qwen/Qwen2.5-7B-Instruct; "
+        "use one of 1, 2, 4 (tensor parallelism splits heads evenly across GPUs)",
     ),
     (
         "eight-on-28-heads",
         "Qwen/Qwen2.5-7B-Instruct",
         8,
-        "gpu: 8 does not divide the 28 attention heads of Qwen/Qwen2.5-7B-Instruct; use one of "
-        "1, 2, 4 (tensor parallelism splits heads evenly across GPUs)",
+        f"{GPU_FIELD}: 8 does not divide the 28 attention heads of Qwen/Qwen2.5-7B-Instruct; "
+        "use one of 1, 2, 4 (tensor parallelism splits heads evenly across GPUs)",
     ),
     (
         "kv-heads",
         "microsoft/phi-4",
         4,
-        "gpu: 4 and the 10 key-value heads of microsoft/phi-4 do not split evenly (the GPU count "
-        "must divide the KV heads or be a multiple of them); use one of 1, 2 (tensor parallelism "
+        f"{GPU_FIELD}: 4 and the 10 key-value heads of microsoft/phi-4 do not split evenly "
+        "(the GPU count must divide the KV heads or be a multiple of them); "
+        "use one of 1, 2 (tensor parallelism "
         "splits heads evenly across GPUs)",
     ),
     (
         "zero",
         "Qwen/Qwen2.5-1.5B-Instruct",
         0,
-        "gpu: 0 is not a GPU count; use one of 1, 2, 4 for Qwen/Qwen2.5-1.5B-Instruct",
+        f"{GPU_FIELD}: 0 is not a GPU count; use one of 1, 2, 4 for Qwen/Qwen2.5-1.5B-Instruct",
     ),
     (
         "negative",
         "Qwen/Qwen2.5-1.5B-Instruct",
         -2,
-        "gpu: -2 is not a GPU count; use one of 1, 2, 4 for Qwen/Qwen2.5-1.5B-Instruct",
+        f"{GPU_FIELD}: -2 is not a GPU count; use one of 1, 2, 4 for Qwen/Qwen2.5-1.5B-Instruct",
     ),
     (
         "above-per-node",
         "moonshotai/Kimi-K2.5",
         16,
-        "gpu: 16 is more than the 8 GPUs a node has; a model runs in one pod on one node, so use "
-        "at most 8 (one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
+        f"{GPU_FIELD}: 16 is more than the 8 GPUs a node has; a model runs in one pod on one node, "
+        "so use at most 8 (one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
     ),
     (
         "huge",
         "moonshotai/Kimi-K2.5",
         10**30,
-        f"gpu: {10**30} is more than the 8 GPUs a node has; a model runs in one pod on one "
+        f"{GPU_FIELD}: {10**30} is more than the 8 GPUs a node has; a model runs in one pod on one "
         "node, so use at most 8 (one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
     ),
-    ("bool", "Qwen/Qwen2.5-1.5B-Instruct", True, "gpu must be a whole number of GPUs, got True"),
-    ("float", "Qwen/Qwen2.5-1.5B-Instruct", 2.0, "gpu must be a whole number of GPUs, got 2.0"),
-    ("string", "Qwen/Qwen2.5-1.5B-Instruct", "2", "gpu must be a whole number of GPUs, got '2'"),
+    (
+        "bool",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        True,
+        f"{GPU_FIELD} must be a whole number of GPUs, got True",
+    ),
+    (
+        "float",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        2.0,
+        f"{GPU_FIELD} must be a whole number of GPUs, got 2.0",
+    ),
+    (
+        "string",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "2",
+        f"{GPU_FIELD} must be a whole number of GPUs, got '2'",
+    ),
 ]
 
 
