@@ -12,6 +12,10 @@ Figures are printed, not asserted: compare them run to run on the same machine.
   as a multiple of it.
 - kcl-step: the InferenceCluster function-kcl step (kcl-lib), per provider example, and as a
   multiple of a trivial KCL program (kcl-trivial) run the same way.
+- kcl-memory: resident memory over many KCL steps (growth per call).
+- render: `dot-inference render examples/` with and without --validate, as a user runs it.
+- suite: the pytest suite, once.
+The last lines print issue 11's speed targets, each with what was measured and met / NOT MET.
 Latency is timed with nothing else on; peak allocation is traced over separate calls.
 """
 
@@ -167,14 +171,22 @@ def _grpc_runs(command: list[str], calls: int, section: str) -> dict[str, dict[s
     return out
 
 
+# (what, measured, limit, unit): filled by the benches, printed last by _print_targets.
+TARGETS: list[tuple[str, float, float, str]] = []
+
+
 def _ratios(section: str, ours: dict[str, dict[str, float]], base: dict[str, dict[str, float]]):
+    worst = {"p50": 0.0, "p99": 0.0}
     for name, m in ours.items():
         b = base[name]
+        p50, p99 = m["p50_ms"] / b["p50_ms"], m["p99_ms"] / b["p99_ms"]
+        worst = {"p50": max(worst["p50"], p50), "p99": max(worst["p99"], p99)}
         print(
-            f"{section:<20} {name:<34} p50 {m['p50_ms'] / b['p50_ms']:5.2f}x   "
-            f"p99 {m['p99_ms'] / b['p99_ms']:5.2f}x   throughput "
+            f"{section:<20} {name:<34} p50 {p50:5.2f}x   p99 {p99:5.2f}x   throughput "
             f"{m['calls_per_s'] / b['calls_per_s']:5.2f}x"
         )
+    TARGETS.append(("function gRPC p50 / no-op function (worst example)", worst["p50"], 1.3, "x"))
+    TARGETS.append(("function gRPC p99 / no-op function (worst example)", worst["p99"], 1.3, "x"))
 
 
 def bench_function_grpc(calls: int) -> None:
@@ -218,18 +230,86 @@ def bench_kcl_step(calls: int) -> None:
     trivial_req = _request(xr0, trivial_input)
     base = _measure(lambda: kcl_function.run(trivial_req), calls)
     _print("kcl-trivial", "items = []", base)
+    worst = 0.0
+    req = trivial_req
     for name, xr, _ in examples:
         comp = render.select_composition(pkg, xr)
         req = _request(xr, _step_input(comp, "crossplane-contrib-function-kcl"))
         m = _measure(lambda req=req: kcl_function.run(req), calls)
         _print("kcl-step", name, m)
+        worst = max(worst, m["p50_ms"] / base["p50_ms"])
         print(f"{'kcl-step/trivial':<20} {name:<34} p50 {m['p50_ms'] / base['p50_ms']:6.1f}x")
+    TARGETS.append(("KCL step p50 / trivial KCL program (worst example)", worst, 10.0, "x"))
 
+
+def bench_kcl_memory(calls: int) -> None:
+    """Resident memory of this process over `calls` KCL steps (kcl-lib is native code, so
+    tracemalloc cannot see it): the growth per call after a warm-up of 50 calls."""
+    from dot_inference import function_kcl as kcl_function
+
+    pkg = documents.load_package(ROOT / "package")
+    name, xr, _ = _examples("InferenceCluster")[0]
+    req = _request(xr, _step_input(render.select_composition(pkg, xr), FN_KCL))
+    for _ in range(50):
+        kcl_function.run(req)
+    gc.collect()
+    before = _rss_kib(os.getpid()) or 0
+    for _ in range(calls):
+        kcl_function.run(req)
+    gc.collect()
+    after = _rss_kib(os.getpid()) or 0
+    per_call = (after - before) / calls
+    print(
+        f"{'kcl-memory':<20} {name:<34} {calls} calls: resident {before / 1024:.1f} -> "
+        f"{after / 1024:.1f} MiB, {per_call:+.1f} KiB per call"
+    )
+    TARGETS.append((f"KCL step memory growth over {calls} calls", per_call, 1.0, " KiB/call"))
+
+
+def _wall(command: list[str], runs: int) -> float:
+    """Best wall time of `runs` runs of a command, in seconds."""
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench_render(runs: int) -> None:
+    """`./task render` (render and validate examples/), as a user runs it, best of `runs`."""
+    cli = str(Path(sys.executable).with_name("dot-inference"))
+    plain = _wall([cli, "render", "examples/"], runs)
+    validated = _wall([cli, "render", "examples/", "--validate"], runs)
+    print(f"{'render':<20} {'examples/':<34} {plain:6.2f} s   with --validate {validated:6.2f} s")
+    TARGETS.append(("dot-inference render examples/ --validate", validated, 1.5, " s"))
+
+
+def bench_suite(_: int) -> None:
+    """The whole pytest suite, once (what `./task test` spends after lint)."""
+    took = _wall([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], 1)
+    print(f"{'suite':<20} {'pytest':<34} {took:6.1f} s")
+    TARGETS.append(("test suite (pytest)", took, 30.0, " s"))
+
+
+def _print_targets() -> None:
+    if not TARGETS:
+        return
+    print("\nspeed targets (issue 11)")
+    for what, measured, limit, unit in TARGETS:
+        verdict = "met" if measured <= limit else "NOT MET"
+        print(f"  {what:<52} {measured:8.2f}{unit:<9} target <= {limit:g}{unit:<9} {verdict}")
+
+
+FN_KCL = "crossplane-contrib-function-kcl"
 
 BENCHES = {
     "function-inprocess": bench_function_inprocess,
     "function-grpc": bench_function_grpc,
     "kcl-step": bench_kcl_step,
+    "kcl-memory": bench_kcl_memory,
+    "render": bench_render,
+    "suite": bench_suite,
 }
 
 
@@ -237,13 +317,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls per example")
     parser.add_argument("--kcl-calls", type=int, default=50, help="calls per KCL example")
+    parser.add_argument(
+        "--kcl-memory-calls",
+        type=int,
+        default=2000,
+        help="KCL steps the memory figure runs (the target is stated for 10000)",
+    )
+    parser.add_argument("--render-runs", type=int, default=3, help="render runs (best is kept)")
     parser.add_argument("--only", choices=sorted(BENCHES), action="append")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pid {os.getpid()}")
+    counts = {
+        "kcl-step": args.kcl_calls,
+        "kcl-memory": args.kcl_memory_calls,
+        "render": args.render_runs,
+    }
     for name in args.only or list(BENCHES):
-        BENCHES[name](args.kcl_calls if name == "kcl-step" else args.calls)
+        BENCHES[name](counts.get(name, args.calls))
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"benchmark process peak resident memory: {maxrss / 1024:.1f} MiB")
+    _print_targets()
 
 
 if __name__ == "__main__":

@@ -40,9 +40,11 @@ import copy
 import datetime
 import difflib
 import functools
+import hashlib
 import ipaddress
 import json
 import os
+import pickle
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -712,7 +714,7 @@ def _evaluate_rule(
     if isinstance(program, str):
         not_evaluated(program)
         return
-    outcome = _cel_run(program, instance, schema)
+    outcome = _cel_run_memo(expr, program, instance, schema)
     if outcome.unsupported:
         not_evaluated(outcome.unsupported)
         return
@@ -750,11 +752,17 @@ class _CelOutcome:
     unsupported: str | None = None
 
 
-@functools.lru_cache(maxsize=4096)
-def _cel_program(expr: str) -> Any:
+@functools.cache
+def _cel_environment() -> Any:
+    """One CEL environment: building one builds its parser (tens of milliseconds)."""
     import celpy
 
-    env = celpy.Environment()
+    return celpy.Environment()
+
+
+@functools.lru_cache(maxsize=4096)
+def _cel_program(expr: str) -> Any:
+    env = _cel_environment()
     try:
         ast = env.compile(expr)
         return env.program(ast, functions=_cel_functions())
@@ -762,6 +770,26 @@ def _cel_program(expr: str) -> Any:
         return (
             f"cannot compile here: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
         )
+
+
+# A rule's outcome for a value: the same rules meet the same values many times in one run (a
+# claim, then the XR rendered from it; the examples share most of their specs).
+_CEL_MEMO: dict[tuple[str, str, int], tuple[dict[str, Any], _CelOutcome]] = {}
+
+
+def _cel_run_memo(expr: str, program: Any, instance: Any, schema: dict[str, Any]) -> _CelOutcome:
+    try:
+        key = (expr, json.dumps(instance, sort_keys=True), id(schema))
+    except (TypeError, ValueError):
+        return _cel_run(program, instance, schema)
+    hit = _CEL_MEMO.get(key)
+    if hit is not None and hit[0] is schema:  # the same schema, not one at a reused id
+        return hit[1]
+    if len(_CEL_MEMO) > 65536:
+        _CEL_MEMO.clear()
+    outcome = _cel_run(program, instance, schema)
+    _CEL_MEMO[key] = (schema, outcome)
+    return outcome
 
 
 def _cel_run(program: Any, instance: Any, schema: dict[str, Any]) -> _CelOutcome:
@@ -999,13 +1027,44 @@ def _yaml_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
+# Parsed schema files, kept between runs: ../shared/schemas is 7 MB of YAML, half a second to
+# parse on every `dot-inference render --validate`. Keyed by path, mtime and size, so an
+# edited or regenerated file is parsed again. DOT_INFERENCE_CACHE names another folder.
+_CACHE_DIR = Path(
+    os.environ.get("DOT_INFERENCE_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dot-inference"
+)
+
+
+def _disk_cache(path: str, mtime_ns: int, size: int) -> Path:
+    key = hashlib.sha256(f"{path}\0{mtime_ns}\0{size}".encode()).hexdigest()[:32]
+    return _CACHE_DIR / "schemas" / f"{key}.pickle"
+
+
 @functools.lru_cache(maxsize=1024)
 def _parsed_cached(path: str, mtime_ns: int, size: int) -> tuple[Any, ...]:
+    cached = _disk_cache(path, mtime_ns, size)
+    try:
+        with open(cached, "rb") as f:
+            docs = pickle.load(f)  # written below, by this code, from the same file
+        if isinstance(docs, tuple):
+            return docs
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ValueError):
+        pass
     try:
         with open(path, encoding="utf-8") as f:
-            return tuple(d for d in yaml.load_all(f, Loader=_Loader) if isinstance(d, dict))
+            docs = tuple(d for d in yaml.load_all(f, Loader=_Loader) if isinstance(d, dict))
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
         return ()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(docs, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home: parse every time
+    return docs
 
 
 def _stat(path: Path) -> tuple[int, int]:

@@ -274,9 +274,38 @@ class _GoDumper(_GoEmitter, yaml.serializer.Serializer, _GoRepresenter, _GoResol
         _GoResolver.__init__(self)
 
 
+# libyaml when PyYAML was built with it (its wheels are), else the pure-Python emitter made to
+# choose styles the same way; tests/unit/test_render.py holds the two to the same output.
+_DUMPER: Any = _GoDumper
+if yaml.__with_libyaml__:
+
+    class _GoCDumper(yaml.cyaml.CEmitter, _GoRepresenter, _GoResolver):  # type: ignore[misc]
+        """The same, emitted by libyaml, which go-yaml is a port of (its scalar style choice is
+        go-yaml's: a literal block that is not allowed falls back to double quotes)."""
+
+        def __init__(self, stream: Any, **kw: Any) -> None:
+            yaml.cyaml.CEmitter.__init__(
+                self,
+                stream,
+                canonical=False,
+                indent=2,
+                width=80,
+                allow_unicode=True,
+                line_break="\n",
+                explicit_start=False,
+                explicit_end=False,
+            )
+            _GoRepresenter.__init__(
+                self, default_style=None, default_flow_style=False, sort_keys=False
+            )
+            _GoResolver.__init__(self)
+
+    _DUMPER = _GoCDumper
+
+
 def dump_yaml(obj: Any) -> str:
     """One object as Crossplane's YAML serializer writes it (no leading `---`)."""
-    return yaml.dump(_jsonable(obj), Dumper=_GoDumper)
+    return yaml.dump(_jsonable(obj), Dumper=_DUMPER)
 
 
 def dump_stream(objs: Iterable[Any]) -> str:

@@ -10,13 +10,17 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
+from conftest import EXAMPLES as EXAMPLE_DIR
+from conftest import ROOT
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from dot_inference import cli
 from dot_inference import function_auto_ready as autoready
 from dot_inference.crossplane import documents, printer, render
+from dot_inference.crossplane.convert import jsonable
 from dot_inference.crossplane.documents import RenderError
 
 DATA = Path(__file__).parent / "testdata" / "render"
@@ -790,6 +794,8 @@ def test_printed_stream_matches_crossplane_render() -> None:
     ],
 )
 def test_scalars_are_written_like_go_yaml(case: str, value: object, want: str) -> None:
+    python = yaml.dump({"k": value}, Dumper=printer._GoDumper)
+    assert python == f"k: {want}\n", f"{case} (pure-Python emitter)"
     assert printer.dump_yaml({"k": value}) == f"k: {want}\n", case
 
 
@@ -1088,3 +1094,19 @@ def test_default_runners_are_lazy_and_await_async_functions(
     lazy = render._LazyRunner("toy_async_fn", "RunFunction", cls="FunctionRunner")
     result = do_render({"async": lazy}, step("async"))
     assert [c["kind"] for c in result.composed] == ["Secret"]
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml")
+@pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLE_DIR.glob("*.yaml")))
+def test_libyaml_and_the_python_emitter_print_the_same(path: str) -> None:
+    """The render of each example, printed by both emitters: byte for byte the same."""
+    objs = documents.load_objects(EXAMPLE_DIR / path)
+    pkg = documents.load_package(ROOT / "package")
+    for xr in objs:
+        if not render.is_handled_xr(pkg, xr):
+            continue
+        for obj in render.render_in_package(pkg, xr).objects():
+            data = jsonable(obj)
+            assert yaml.dump(data, Dumper=printer._GoCDumper) == yaml.dump(
+                data, Dumper=printer._GoDumper
+            )
