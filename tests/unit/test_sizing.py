@@ -17,6 +17,7 @@ from function.sizing import (
     SizingError,
     choose_gpus,
     plan,
+    plan_without_facts,
     valid_gpu_counts,
 )
 
@@ -659,3 +660,63 @@ def test_every_catalog_model_plans_on_some_shape(model_id: str) -> None:
             outcomes.append(False)
     # Only Kimi-K2 at FP8 (1T parameters) needs more than one 8 x H200 node.
     assert any(outcomes) is (model_id not in KIMI_K2_FP8)
+
+
+# --------------------------------------------------------------------------- no facts
+
+NODE_OF_4 = GpuShape(memory_gib=80.0, per_node=4, type="h100", assumed=False)
+NODE_OF_8 = GpuShape(memory_gib=80.0, per_node=8, type="h100", assumed=False)
+
+# A model nobody can size, on the GPUs the user asked for: host resources from the PRD's table
+# (1 GPU: 4 CPU 8Gi; 8 GPUs: 16 CPU 64Gi), no memory check, vLLM picks the context.
+NO_FACTS = [
+    (
+        "1 gpu",
+        1,
+        NODE_OF_4,
+        dict(cpu="4", memory="8Gi", shm_size="2Gi", env=(), available_gib=72.0),
+    ),
+    (
+        "2 gpus",
+        2,
+        NODE_OF_4,
+        dict(cpu="6", memory="16Gi", shm_size="8Gi", env=SPAWN, available_gib=144.0),
+    ),
+    (
+        "a whole node of 4",
+        4,
+        NODE_OF_4,
+        dict(cpu="10", memory="32Gi", shm_size="16Gi", env=SPAWN, available_gib=288.0),
+    ),
+    (
+        "a whole node of 8",
+        8,
+        NODE_OF_8,
+        dict(cpu="16", memory="64Gi", shm_size="20Gi", env=SPAWN, available_gib=576.0),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "shape", "expected"), [c[1:] for c in NO_FACTS], ids=[c[0] for c in NO_FACTS]
+)
+def test_plan_without_facts(gpus: int, shape: GpuShape, expected: dict) -> None:
+    result = plan_without_facts(gpus, shape)
+    assert (result.gpus, result.tensor_parallel_size, result.gpu) == (gpus, gpus, shape)
+    assert (result.fits, result.required_gib, result.max_model_len) == (True, 0.0, 0)
+    assert (result.weights_gib, result.kv_cache_gib, result.warnings) == (0.0, 0.0, ())
+    assert (result.gpu_memory_utilization, result.dtype) == (0.9, "auto")
+    assert result.enable_prefix_caching and result.enable_chunked_prefill
+    assert result.runner is None
+    for key, value in expected.items():
+        assert getattr(result, key) == value, key
+
+
+@pytest.mark.parametrize("gpus", [0, -1, 5, True, 2.0, "2"], ids=repr)
+def test_plan_without_facts_refuses_what_the_node_cannot_run(gpus: object) -> None:
+    with pytest.raises(SizingError) as error:
+        plan_without_facts(gpus, NODE_OF_4)  # type: ignore[arg-type]
+    assert (error.value.field, error.value.value) == (GPU_FIELD, gpus)
+    assert error.value.message == (
+        f"{GPU_FIELD}: {gpus!r} is not a GPU count for this cluster; use a whole number from 1 to 4"
+    )
