@@ -94,6 +94,13 @@ class _Stop(Exception):
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     """Run one function-kcl pipeline step. Never raises: errors become a fatal result."""
     rsp = response.to(req)
+    # function-sdk-go's response.To copies the request's context pointer: no context in, none
+    # out, and the same for desired state (the Python SDK's response.to always sets both;
+    # upstream's SetConditions and DuplicateNameError cases).
+    if not req.HasField("context"):
+        rsp.ClearField("context")
+    if not req.HasField("desired"):
+        rsp.ClearField("desired")
     try:
         _run(req, rsp)
     except _Stop:
@@ -373,12 +380,28 @@ def execute_kcl(
     if error or result is None:
         raise _Fatal(f"failed to run kcl function pipelines: {_clean_kcl_error(error)}")
     try:
-        output = json.loads(result.json_result) if result.json_result.strip() else {}
+        docs = _json_stream(result.json_result)
     except json.JSONDecodeError as err:
         raise _Fatal(
             f"cannot parse data resources from the pipeline output in {_RSP_TYPE}: {err}"
         ) from None
-    return _unwrap(output)
+    # A program whose value is a list prints one document per element (a YAML stream), which
+    # krm-kcl reads as that many resources (upstream's ComposedSameNameAsXR case).
+    if len(docs) > 1:
+        return [item for doc in docs for item in _unwrap(doc)]
+    return _unwrap(docs[0] if docs else {})
+
+
+def _json_stream(text: str) -> list[Any]:
+    """Every JSON value in ``text``, one after another."""
+    decoder, docs, i = json.JSONDecoder(), [], 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return docs
+        doc, i = decoder.raw_decode(text, i)
+        docs.append(doc)
 
 
 def _clean_kcl_error(message: str) -> str:
