@@ -16,7 +16,8 @@ its ``items`` into a RunFunctionResponse the way function-kcl does (upstream ``f
   Context, Conditions, Events, ExtraResources, RequiredResources, CompositeConnectionDetails;
   everything else is a composed resource named by ``krm.kcl.dev/composition-resource-name``
   (else ``metadata.name``) with readiness from ``krm.kcl.dev/ready``; both annotations are
-  removed. Targets ``Resources``, ``PatchDesired``, ``PatchResources`` and ``XR`` are emulated too.
+  removed. Only ``Default`` is emulated: it is the target this Configuration uses; the others
+  (``Resources``, ``PatchDesired``, ``PatchResources``, ``XR``) get a fatal result saying so.
 * Every error becomes a fatal result (target Composite) with upstream's message; ``run`` never
   raises.
 
@@ -30,7 +31,6 @@ import base64
 import binascii
 import copy
 import datetime
-import itertools
 import json
 import math
 import re
@@ -65,7 +65,8 @@ PROGRAM_FILENAME = "prog.k"
 _RSP_TYPE = "*v1.RunFunctionResponse"
 _REQ_TYPE = "*v1.RunFunctionRequest"
 
-_TARGETS = ("Default", "PatchDesired", "PatchResources", "Resources", "XR")
+# function-kcl targets other than Default, which nothing of ours uses.
+_NOT_EMULATED = ("PatchDesired", "PatchResources", "Resources", "XR")
 _SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy"})
 _READY = {
     "True": fnv1.READY_TRUE,
@@ -129,30 +130,16 @@ def _run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
 
     source = spec.get("source") or ""
     target = spec.get("target") or "Default"
-    spec_resources = spec.get("resources") or []
     if not source:
         raise _Fatal(
             "invalid function input: spec.source: Required value: kcl source cannot be empty"
         )
-    if target == "PatchResources":
-        if not spec_resources:
-            raise _Fatal(
-                "invalid function input: spec.Resources: Required value: "
-                "PatchResources target requires at least one resource"
-            )
-        for i, r in enumerate(spec_resources):
-            if not isinstance(r, dict) or not r.get("name"):
-                raise _Fatal(
-                    f"invalid function input: spec.Resources[{i}].name: Required value: "
-                    "name cannot be empty"
-                )
-            if r.get("base") is None:
-                raise _Fatal(
-                    f"invalid function input: spec.Resources[{i}].base: Required value: "
-                    "base cannot be empty"
-                )
-    elif target not in _TARGETS:
-        target = "Default"
+    if target in _NOT_EMULATED:
+        raise _Fatal(
+            f"dot-inference runs function-kcl's target Default offline, not {target}: this "
+            "Configuration's Compositions use only Default (an unknown target is Default, as "
+            "upstream)"
+        )
     if _REMOTE_SOURCE.match(source.strip()) and "\n" not in source.strip():
         raise _Fatal(
             "failed to run kcl function pipelines: dot-inference runs only inline KCL sources "
@@ -183,24 +170,7 @@ def _run(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
     required: dict[str, fnv1.ResourceSelector] = {}
     side = _SideEffects()
     try:
-        if target == "Default":
-            _process_default(data, oxr, dxr, dxr_details, desired, ready, extra, required, side)
-        elif target == "Resources":
-            _add_resources(data, desired, ready)
-            _process_ready_annotations(desired, ready)
-        elif target in ("PatchDesired", "PatchResources"):
-            if target == "PatchResources":
-                for r in spec_resources:
-                    desired[r["name"]] = copy.deepcopy(r["base"])
-                    ready[r["name"]] = fnv1.READY_UNSPECIFIED
-            _patch_desired(data, desired)
-            _process_ready_annotations(desired, ready)
-        else:  # XR
-            for d in data:
-                try:
-                    _set_leaves(dxr, d, [], skip_identity=False)
-                except _Fatal as err:
-                    raise _Fatal(f"cannot set data on xr: {err}") from None
+        _process_default(data, oxr, dxr, dxr_details, desired, ready, extra, required, side)
     except _Fatal as err:
         raise _Fatal(
             f"cannot process xr and state with the pipeline output in {_RSP_TYPE}: {err}"
@@ -443,7 +413,7 @@ def _unwrap(output: Any) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
-# Targets
+# Target Default
 
 
 class _SideEffects:
@@ -577,99 +547,6 @@ def _selector(r: dict[str, Any], *, name_key: str, namespace_key: str) -> fnv1.R
         for k, v in (r.get("matchLabels") or {}).items():
             sel.match_labels.labels[k] = v
     return sel
-
-
-def _add_resources(
-    data: list[dict[str, Any]], desired: dict[str, dict[str, Any]], ready: dict[str, int]
-) -> None:
-    """Target Resources (AddResourcesTo on the desired map)."""
-    seen: dict[str, str] = {}
-    for obj in data:
-        name = _resource_name(obj)
-        _check_duplicate(seen, name, obj)
-        if name in desired:
-            obj = {**desired[name], **obj}
-        desired[name] = obj
-        ready[name] = fnv1.READY_UNSPECIFIED
-
-
-def _patch_desired(data: list[dict[str, Any]], desired: dict[str, dict[str, Any]]) -> None:
-    """Targets PatchDesired and PatchResources (MatchResources + SetData)."""
-    matches: list[tuple[str, dict[str, Any]]] = []
-    for obj in data:
-        name = _resource_name(obj)
-        if name in desired:
-            matches.append((name, obj))
-    if len(matches) != len(data):
-        raise _Fatal(f"failed to match all resources, found {len(matches)} / {len(data)} patches")
-    for name, obj in matches:
-        try:
-            _set_leaves(desired[name], obj, [], skip_identity=True)
-        except _Fatal as err:
-            raise _Fatal(f"cannot set data existing desired composed object: {err}") from None
-
-
-def _process_ready_annotations(desired: dict[str, dict[str, Any]], ready: dict[str, int]) -> None:
-    for name, obj in desired.items():
-        annotations = _annotations(obj)
-        if annotations is not None and ANNOTATION_READY in annotations:
-            ready[name] = _ready_value(annotations.pop(ANNOTATION_READY))
-
-
-def _set_leaves(
-    target: dict[str, Any], data: Any, path: list[str | int], *, skip_identity: bool
-) -> None:
-    """SetData: copy every leaf of ``data`` to the same path of ``target``."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            _set_leaves(target, value, [*path, key], skip_identity=skip_identity)
-        return
-    if isinstance(data, list):
-        for i, value in enumerate(data):
-            _set_leaves(target, value, [*path, i], skip_identity=skip_identity)
-        return
-    if skip_identity and path in (["apiVersion"], ["kind"], ["metadata", "name"]):
-        return
-    if not path:
-        raise _Fatal("cannot set a value at the root of an object")
-    node: Any = target
-    for key, nxt in itertools.pairwise(path):
-        child_default: Any = [] if isinstance(nxt, int) else {}
-        node = _child(node, key, child_default, path)
-    _assign(node, path[-1], data, path)
-
-
-def _child(node: Any, key: str | int, default: Any, path: list[str | int]) -> Any:
-    if isinstance(key, int):
-        if not isinstance(node, list):
-            raise _Fatal(f"{_dotted(path)}: not an array")
-        while len(node) <= key:
-            node.append(None)
-        if not isinstance(node[key], type(default)):
-            node[key] = default
-        return node[key]
-    if not isinstance(node, dict):
-        raise _Fatal(f"{_dotted(path)}: not an object")
-    if not isinstance(node.get(key), type(default)):
-        node[key] = default
-    return node[key]
-
-
-def _assign(node: Any, key: str | int, value: Any, path: list[str | int]) -> None:
-    if isinstance(key, int):
-        if not isinstance(node, list):
-            raise _Fatal(f"{_dotted(path)}: not an array")
-        while len(node) <= key:
-            node.append(None)
-        node[key] = value
-    else:
-        if not isinstance(node, dict):
-            raise _Fatal(f"{_dotted(path)}: not an object")
-        node[key] = value
-
-
-def _dotted(path: list[str | int]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
 # --------------------------------------------------------------------------------------------

@@ -492,7 +492,10 @@ def test_syntax_errors_are_not_repeated() -> None:
         ({"source": 3}, "cannot get Function input"),
         ({"source": "oci://ghcr.io/x/y"}, "only inline KCL sources"),
         ({"dependencies": 'k8s = "1.31"'}, "cannot fetch spec.dependencies"),
-        ({"target": "PatchResources"}, "PatchResources target requires at least one resource"),
+        *(
+            ({"target": t}, f"target Default offline, not {t}")
+            for t in ("Resources", "PatchDesired", "PatchResources", "XR")
+        ),
         ({"ttl": "soon"}, 'invalid duration "soon"'),
     ],
 )
@@ -507,7 +510,7 @@ def test_missing_input_never_raises() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Accumulated desired state and the other targets
+# Accumulated desired state; targets
 
 
 def test_desired_state_of_earlier_steps_preserved() -> None:
@@ -539,37 +542,10 @@ def test_same_name_as_earlier_step_replaces_it() -> None:
     assert rsp.desired.resources["a"].ready == fnv1.READY_UNSPECIFIED
 
 
-def test_target_resources_merges_top_level() -> None:
-    prev = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "a"},
-        "data": {"old": "1"},
-    }
-    src = 'items = [{apiVersion = "v1", kind = "ConfigMap", metadata.name = "a", immutable = True}]'
-    got = desired_resources(run(request(src, target="Resources", desired={"a": (prev, 0)})))
-    assert got["a"]["data"] == {"old": "1"} and got["a"]["immutable"] is True
-
-
-def test_target_patch_desired_sets_leaves() -> None:
-    prev = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "a"},
-        "data": {"old": "1"},
-    }
-    src = 'items = [{metadata.name = "a", kind = "Ignored", data.new = "2"}]'
-    got = desired_resources(run(request(src, target="PatchDesired", desired={"a": (prev, 0)})))
-    assert got["a"] == {**prev, "data": {"old": "1", "new": "2"}}
-    (msg,) = fatal_messages(run(request('items = [{metadata.name = "zz"}]', target="PatchDesired")))
-    assert "failed to match all resources, found 0 / 1 patches" in msg
-
-
-def test_target_xr_sets_leaves_on_the_desired_xr() -> None:
-    rsp = run(request('items = [{status.phase = "Ready", metadata.labels.a = "b"}]', target="XR"))
-    xr = resource.struct_to_dict(rsp.desired.composite.resource)
-    assert xr["status"] == {"phase": "Ready"} and xr["metadata"] == {"labels": {"a": "b"}}
-    assert not rsp.desired.resources
+def test_an_unknown_target_is_default_as_upstream() -> None:
+    rsp = run(request(f"items = [{cm('a')}]", target="Whatever"))
+    assert not fatal_messages(rsp)
+    assert set(desired_resources(rsp)) == {"a"}
 
 
 def test_ttl() -> None:
