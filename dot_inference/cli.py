@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -146,16 +146,20 @@ def _validator() -> Any:
     return validate_objects
 
 
+def _problem_lines(report: Any) -> list[str]:
+    lines = [
+        f"dot-inference: invalid: {name}: {err}"
+        for name, errors in report.invalid
+        for err in errors or ["invalid"]
+    ]
+    return lines + [f"dot-inference: no schema: {name}" for name in report.no_schema]
+
+
 def _print_problems(report: Any) -> bool:
-    bad = False
-    for name, errors in report.invalid:
-        bad = True
-        for err in errors or ["invalid"]:
-            click.echo(f"dot-inference: invalid: {name}: {err}", err=True)
-    for name in report.no_schema:
-        bad = True
-        click.echo(f"dot-inference: no schema: {name}", err=True)
-    return bad
+    lines = _problem_lines(report)
+    for line in lines:
+        click.echo(line, err=True)
+    return bool(lines)
 
 
 @cli.command("render")
@@ -303,69 +307,125 @@ def _render(
         return rmod.is_handled_xr(pkg, doc)
 
     jobs, directory = _collect_jobs(target, is_xr)
-    observed = documents.load_objects(observed_path) if observed_path is not None else []
-    required = _load_many(required_paths)
-    runners = rmod.default_runners()
+    _JOB_CONTEXT.clear()
+    _JOB_CONTEXT.update(
+        rmod=rmod,
+        pkg=pkg,
+        forced=forced,
+        package_dir=package_dir,
+        jobs=jobs,
+        directory=directory,
+        observed=documents.load_objects(observed_path) if observed_path is not None else [],
+        required=_load_many(required_paths),
+        required_given=bool(required_paths),
+        include_function_results=include_function_results,
+        include_context=include_context,
+        validate=validate_objects,
+        strict=strict,
+        summary=summary,
+    )
+    if validate_objects is not None:
+        validate_objects([])  # load the schemas once, before any worker starts
+    outcomes = _run_jobs(len(jobs))
 
-    chunks: list[str] = []
-    rendered: list[dict] = []
     fatal = False
-    for job in jobs:
-        xr = job.xr
-        problems = _claim_problems(pkg, xr, package_dir)
-        for problem in problems:
-            level = "invalid" if strict else "warning"
-            click.echo(f"dot-inference: {level}: {_who(xr)}: {problem}", err=True)
-        if problems and strict:
-            fatal = True
-            continue
-        comp = forced if forced is not None else rmod.select_composition(pkg, xr)
-        obs = observed
-        if directory:
-            # Observed resources of other XRs in the directory are not this XR's.
-            name = (xr.get("metadata") or {}).get("name")
-            obs = [
-                o
-                for o in observed
-                if ((o.get("metadata") or {}).get("labels") or {}).get(
-                    "crossplane.io/composite", name
-                )
-                == name
-            ]
-        req = required
-        if not required_paths and state_file(job.path).is_file():
-            req = documents.load_objects(state_file(job.path))
-        result = rmod.render(
-            xr,
-            comp,
-            runners,
-            xrd=rmod.find_xrd(pkg, xr),
-            observed=obs,
-            required=req,
-        )
-        if result.fatal is not None:
-            fatal = True
-            from dot_inference.function_kcl import user_message
+    for outcome in outcomes:
+        for line in outcome.messages:
+            click.echo(line, err=True)
+        fatal = fatal or outcome.fatal
+    click.echo("".join(o.chunk for o in outcomes), nl=False)
+    problems = [line for o in outcomes for line in o.problems]
+    for line in problems:
+        click.echo(line, err=True)
+    return 1 if fatal or problems else 0
 
-            click.echo(f"dot-inference: {_who(xr)}: {user_message(result.fatal)}", err=True)
-            continue
-        if summary:
-            click.echo(f"dot-inference: {_who(xr)}: {_summary(xr, result)}", err=True)
-        objs = result.objects(
-            include_function_results=include_function_results, include_context=include_context
-        )
+
+@dataclass
+class _Outcome:
+    """What rendering one claim printed: stderr lines, the YAML, its validation problems."""
+
+    messages: list[str]
+    chunk: str = ""
+    problems: list[str] = field(default_factory=list)
+    fatal: bool = False
+
+
+# What every job of one `render` shares; set before the jobs run (workers inherit it by fork).
+_JOB_CONTEXT: dict[str, Any] = {}
+
+
+def _workers(jobs: int) -> int:
+    """Processes to render with: DOT_INFERENCE_JOBS, else one per CPU; one for a single claim
+    or where fork is not available."""
+    import multiprocessing
+
+    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    wanted = os.environ.get("DOT_INFERENCE_JOBS", "")
+    count = int(wanted) if wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+    return max(1, min(count, jobs))
+
+
+def _run_jobs(count: int) -> list[_Outcome]:
+    workers = _workers(count)
+    if workers == 1:
+        return [_render_job(i) for i in range(count)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_render_job, range(count)))
+
+
+def _render_job(index: int) -> _Outcome:
+    """Render (and, with --validate, validate) the index-th claim of this run."""
+    c = _JOB_CONTEXT
+    rmod, pkg, job = c["rmod"], c["pkg"], c["jobs"][index]
+    xr = job.xr
+    out = _Outcome(messages=[])
+    problems = _claim_problems(pkg, xr, c["package_dir"])
+    for problem in problems:
+        level = "invalid" if c["strict"] else "warning"
+        out.messages.append(f"dot-inference: {level}: {_who(xr)}: {problem}")
+    if problems and c["strict"]:
+        out.fatal = True
+        return out
+    comp = c["forced"] if c["forced"] is not None else rmod.select_composition(pkg, xr)
+    obs = c["observed"]
+    if c["directory"]:
+        # Observed resources of other XRs in the directory are not this XR's.
+        name = (xr.get("metadata") or {}).get("name")
+        obs = [
+            o
+            for o in obs
+            if ((o.get("metadata") or {}).get("labels") or {}).get("crossplane.io/composite", name)
+            == name
+        ]
+    req = c["required"]
+    if not c["required_given"] and state_file(job.path).is_file():
+        req = documents.load_objects(state_file(job.path))
+    result = rmod.render(
+        xr, comp, rmod.default_runners(), xrd=rmod.find_xrd(pkg, xr), observed=obs, required=req
+    )
+    if result.fatal is not None:
+        from dot_inference.function_kcl import user_message
+
+        out.messages.append(f"dot-inference: {_who(xr)}: {user_message(result.fatal)}")
+        out.fatal = True
+        return out
+    if c["summary"]:
+        out.messages.append(f"dot-inference: {_who(xr)}: {_summary(xr, result)}")
+    objs = result.objects(
+        include_function_results=c["include_function_results"],
+        include_context=c["include_context"],
+    )
+    out.chunk = (f"# {job.path}\n" if c["directory"] else "") + printer.dump_stream(objs)
+    if c["validate"] is not None:
         # render prints the XR as Crossplane does (no spec); validate the claim with the
         # status the pipeline wrote.
-        rendered.extend([{**xr, "status": result.xr.get("status", {})}, *result.composed])
-        if directory:
-            chunks.append(f"# {job.path}\n")
-        chunks.append(printer.dump_stream(objs))
-
-    click.echo("".join(chunks), nl=False)
-
-    if validate_objects is not None and rendered and _print_problems(validate_objects(rendered)):
-        return 1
-    return 1 if fatal else 0
+        report = c["validate"]([{**xr, "status": result.xr.get("status", {})}, *result.composed])
+        out.problems = _problem_lines(report)
+    return out
 
 
 def _who(xr: dict) -> str:

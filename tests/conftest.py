@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,10 @@ import pytest
 import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+# In-process CLI tests render one claim after another: forking a test process (xdist's own
+# threads) is not safe. tests/unit/test_cli.py runs the parallel path in a subprocess.
+os.environ.setdefault("DOT_INFERENCE_JOBS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "package"

@@ -117,3 +117,26 @@ def test_a_kcl_refusal_names_the_field_not_the_program() -> None:
         "org-a/Foo-7B and org-b/foo-7b would both be the LLMInference inference-aws-foo-7b; set "
         "spec.parameters.models[].name on one of them\n"
     )
+
+
+def test_claims_render_in_parallel_exactly_as_one_by_one() -> None:
+    """A directory renders on every CPU (DOT_INFERENCE_JOBS): the same YAML and the same
+    standard error as one claim after another."""
+    import os
+    import subprocess
+    import sys
+
+    def run(jobs: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "dot_inference.cli", "render", "examples/", "--validate"],
+            cwd=ROOT,
+            env={**os.environ, "DOT_INFERENCE_JOBS": jobs},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    one, two = run("1"), run("2")
+    assert one.returncode == two.returncode == 0, two.stderr
+    assert two.stdout == one.stdout
+    assert two.stderr == one.stderr
