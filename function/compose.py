@@ -312,12 +312,17 @@ def _engine_args(
 
 
 def _max_model_len(spec: LLMSpec, plan: sizing.Plan, out: Outcome) -> int | None:
-    wanted = spec.engine.max_model_len
+    wanted = spec.engine.context
     if wanted is None:
         return plan.max_model_len or None
+    where = (
+        f"{P}.engine.maxModelLen"
+        if spec.engine.max_model_len
+        else f"{P}.engine.extraArgs --max-model-len"
+    )
     if plan.fits and plan.max_model_len and wanted > plan.max_model_len:
         out.warnings.append(
-            f"{P}.engine.maxModelLen: {wanted} tokens do not fit the KV cache of this plan "
+            f"{where}: {wanted} tokens do not fit the KV cache of this plan "
             f"(about {plan.max_model_len} do); vLLM refuses to start when one sequence of "
             "max-model-len does not fit. Lower it or add GPUs."
         )

@@ -120,6 +120,21 @@ def flag_name(arg: str) -> str | None:
     return None
 
 
+def last_value(args: Sequence[str], flag: str) -> str | None:
+    """The value vLLM's parser ends up with for `flag`: its last occurrence, in any spelling
+    (`--max-model-len 8192`, `--max_model_len=8192`, a unique prefix), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        name = flag_name(arg)
+        if name is None or _owner(name, {flag: ("", "")}) != flag:
+            continue
+        if "=" in arg:
+            value = arg.split("=", 1)[1]
+        elif i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
 def _owner(name: str, owned: dict[str, tuple[str, str]]) -> str | None:
     """The owned flag `name` means: itself, or the one it abbreviates (argparse accepts a
     unique prefix of a long option)."""

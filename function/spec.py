@@ -43,6 +43,13 @@ class EngineOverrides:
     max_model_len: int | None = None
     extra_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # --max-model-len given in extra_args (a whole number of tokens), which vLLM then uses.
+    extra_max_model_len: int | None = None
+
+    @property
+    def context(self) -> int | None:
+        """The context length the claim asks for, by field or by argument."""
+        return self.max_model_len or self.extra_max_model_len
 
 
 @dataclass(frozen=True)
@@ -217,8 +224,13 @@ def _engine(params: dict) -> EngineOverrides:
     found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
     if found:
         raise SpecError(found[0].field, None, "; ".join(p.message for p in found))
+    given = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)
     return EngineOverrides(
-        image=image, max_model_len=max_len, extra_args=tuple(args), env=tuple(env)
+        image=image,
+        max_model_len=max_len,
+        extra_args=tuple(args),
+        env=tuple(env),
+        extra_max_model_len=int(given) if given and given.isdigit() and int(given) > 0 else None,
     )
 
 

@@ -442,6 +442,35 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "results": (("Normal", "~overrides --dtype"),),
         },
     ),
+    *(
+        (
+            f"--max-model-len in extraArgs ({spelling}) is what status and the runtime say",
+            {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", engine={"extraArgs": args})},
+            {
+                "resources": {"vllm-runtime": {"spec": {"model": {"maxModelLen": 8192}}}},
+                "status": {"plan": {"maxModelLen": 8192}},
+                "results": (("Normal", "~overrides --max-model-len"),),
+            },
+        )
+        for spelling, args in (
+            ("two arguments", ["--max-model-len", "4096", "--max-model-len", "8192"]),
+            ("underscores and =", ["--max_model_len=8192"]),
+        )
+    ),
+    (
+        "--max-model-len in extraArgs beyond the KV cache: warned, named where it was given",
+        {
+            "xr": xr(
+                model="Qwen/Qwen2.5-7B-Instruct", engine={"extraArgs": ["--max-model-len=999424"]}
+            )
+        },
+        {
+            "status": {"plan": {"maxModelLen": 999424}},
+            "results": (
+                ("Warning", "~spec.parameters.engine.extraArgs --max-model-len: 999424 tokens"),
+            ),
+        },
+    ),
     (
         "observed engine with an available replica: ready and serving",
         {
