@@ -360,6 +360,49 @@ def lookup(model_id: str) -> ModelFacts | None:
     return _catalog().models.get(model_id.strip().lower())
 
 
+# An id at most this many single-character edits from a catalog id, with the same numbers in
+# it, is most likely a typo of it (`Qwen2.5-1.5B-Instrut`). Numbers are versions and sizes:
+# `Llama-3.2-1B-Instruct` is 2 edits from `Llama-3.1-8B-Instruct` and another model.
+NEAR_EDITS = 2
+_NUMBERS = re.compile(r"[0-9]+")
+
+
+def near_id(model_id: str) -> str | None:
+    """The catalog id `model_id` is at most NEAR_EDITS edits from (case-insensitive), when it
+    is not one itself: the closest, the first in the catalog on a tie."""
+    if not isinstance(model_id, str) or lookup(model_id) is not None:
+        return None
+    return _near_id(model_id.strip().lower())
+
+
+@functools.lru_cache(maxsize=1024)
+def _near_id(given: str) -> str | None:
+    best: tuple[int, str] | None = None
+    for canonical in _catalog().ids:
+        candidate = canonical.lower()
+        if abs(len(candidate) - len(given)) > NEAR_EDITS:
+            continue
+        if _NUMBERS.findall(candidate) != _NUMBERS.findall(given):
+            continue
+        d = _edits(given, candidate, NEAR_EDITS)
+        if d <= NEAR_EDITS and (best is None or d < best[0]):
+            best = (d, canonical)
+    return best[1] if best else None
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of a and b, or limit + 1 once it must exceed limit."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
 def resolve(model_id: str) -> ModelFacts | None:
     """``lookup``, else ``estimate_from_name``."""
     return lookup(model_id) or estimate_from_name(model_id)

@@ -337,7 +337,8 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
             spec.model,
             f"{P}.model: {spec.model} is not in the model catalog and its name carries no "
             "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
-            "the number of GPUs it needs",
+            "the number of GPUs it needs"
+            + (f", or did you mean {near}?" if (near := catalog.near_id(spec.model)) else ""),
         )
     try:
         if facts is None:
@@ -920,6 +921,12 @@ def compose(inputs: Inputs) -> Outcome:
                 f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
             )
             return out
+        near = catalog.near_id(spec.model) if facts is None or facts.estimated else None
+        if near:
+            out.warnings.append(
+                f"{P}.model: {spec.model} is not in the catalog, but {near} is: did you mean "
+                f"it? As written, the model is sized from its name only"
+            )
         out.warnings.extend(plan.warnings)
         if plan.host_capped:
             out.notes.append(f"engine requests lowered: {plan.host_capped}")

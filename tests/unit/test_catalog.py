@@ -16,6 +16,7 @@ from function.catalog import (
     kv_bytes_per_token,
     load_catalog,
     lookup,
+    near_id,
     resolve,
 )
 
@@ -484,3 +485,21 @@ def test_minimal_catalog_loads(tmp_path: Path) -> None:
     catalog = load_catalog(path)
     assert catalog.ids == ("acme/Good-1B",)
     assert catalog.models["acme/good-1b"].kv_bytes_per_token == 2 * 2 * 2 * 64 * 2
+
+
+# (given id, the catalog id it is a likely typo of, or None)
+NEAR = [
+    ("a letter dropped", "Qwen/Qwen2.5-1.5B-Instrut", "Qwen/Qwen2.5-1.5B-Instruct"),
+    ("a letter added", "deepseek-ai/DeepSeek-V3x", "deepseek-ai/DeepSeek-V3"),
+    ("a catalog id in other case is the id", "qwen/qwen2.5-1.5b-instruct", None),
+    ("another version is another model", "meta-llama/Llama-3.2-1B-Instruct", None),
+    ("another size is another model", "Qwen/Qwen2.5-3B-Instruct", None),
+    ("a sibling, not a typo", "Qwen/Qwen2.5-Coder-7B-Instruct", None),
+    ("nothing close", "acme/Coolmodel-14B-Instruct", None),
+    ("not a string", 42, None),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), [c[1:] for c in NEAR], ids=[c[0] for c in NEAR])
+def test_near_id(given: object, expected: str | None) -> None:
+    assert near_id(given) == expected  # type: ignore[arg-type]

@@ -472,6 +472,26 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
+        "a typo of a catalog id: estimated from the name, and asked whether the id was meant",
+        {"xr": xr(model="Qwen/Qwen2.5-1.5B-Instrut")},
+        {
+            "status": {"plan": {"modelSource": "estimated"}},
+            "results": (
+                (
+                    "Warning",
+                    "~spec.parameters.model: Qwen/Qwen2.5-1.5B-Instrut is not in the catalog, "
+                    "but Qwen/Qwen2.5-1.5B-Instruct is: did you mean it?",
+                ),
+                ("Warning", "~Qwen/Qwen2.5-1.5B-Instrut is not in the catalog: its size"),
+            ),
+        },
+    ),
+    (
+        "a typo with no size to estimate from: refused, naming the likely id",
+        {"xr": xr(model="deepseek-ai/DeepSeek-V3x")},
+        {"fatal": "~or did you mean deepseek-ai/DeepSeek-V3?"},
+    ),
+    (
         "observed engine with an available replica: ready and serving",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", ingressHost="q.example.com"),
