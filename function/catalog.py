@@ -40,10 +40,9 @@ CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 GIB = 1024**3
 GB = 1000**3
 
-# Bytes of GPU memory one parameter takes. 4-bit formats carry group scales and keep
+# Bytes one parameter takes in the checkpoint. 4-bit formats carry group scales and keep
 # embeddings/attention in 16-bit: Kimi-K2.5 (595 GB / 1.04T) and gpt-oss-120b (65.3 GB / 117B)
-# both come out near 4.5 bits per parameter. fp32 checkpoints are counted at 4 bytes: vLLM
-# keeps float32 for fp32 pooling checkpoints, and generative fp32 checkpoints are rare.
+# both come out near 4.5 bits per parameter.
 BYTES_PER_PARAM: dict[str, float] = {
     "fp32": 4.0,
     "bf16": 2.0,
@@ -53,6 +52,12 @@ BYTES_PER_PARAM: dict[str, float] = {
     "int4": 0.5625,
     "mxfp4": 0.5625,
 }
+
+# On the GPU a parameter takes what the checkpoint stores, except float32: with the
+# function's `--dtype auto` vLLM serves a float32 checkpoint in 16 bits (vllm/config/model.py
+# `_resolve_auto_dtype`: "Downcast for float32 models" to float16 for pooling models, else the
+# platform's first dtype, bfloat16 from compute capability 8.0 or float16).
+SERVED_BYTES_PER_PARAM: dict[str, float] = {**BYTES_PER_PARAM, "fp32": 2.0}
 
 MIN_PARAMS_B = 0.01
 MAX_PARAMS_B = 2000.0
@@ -83,11 +88,12 @@ class ModelFacts:
     tool_call_parser: str | None
     reasoning_parser: str | None
     extra_args: tuple[str, ...]
-    weights_gib: float
+    weights_gib: float  # on the GPU, as vLLM serves them
     kv_bytes_per_token: int
     min_vram_gib: float | None
     sources: tuple[str, ...]
     estimated: bool
+    checkpoint_gib: float = 0.0  # on disk: what the model cache must hold
 
 
 @dataclass(frozen=True)
@@ -149,11 +155,21 @@ def kv_bytes_per_token(
     return 2 * layers * kv_heads * head_dim * 2
 
 
-def weights_gib(total_params_b: float, precision: str, checkpoint_gb: float | None = None) -> float:
-    """GPU memory of the weights: the checkpoint's size when known, else params x bytes."""
+def checkpoint_gib(
+    total_params_b: float, precision: str, checkpoint_gb: float | None = None
+) -> float:
+    """What the weights take on disk (the model cache): the checkpoint's size when known,
+    else parameters x the bytes the checkpoint stores each in."""
     if checkpoint_gb is not None:
         return checkpoint_gb * GB / GIB
     return total_params_b * 1e9 * BYTES_PER_PARAM[precision] / GIB
+
+
+def weights_gib(total_params_b: float, precision: str, checkpoint_gb: float | None = None) -> float:
+    """GPU memory of the weights as vLLM loads them: the checkpoint's size, scaled from the
+    stored to the served width (only float32 differs)."""
+    stored = checkpoint_gib(total_params_b, precision, checkpoint_gb)
+    return stored * SERVED_BYTES_PER_PARAM[precision] / BYTES_PER_PARAM[precision]
 
 
 # --------------------------------------------------------------------------- loading
@@ -261,6 +277,7 @@ def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> Mod
         reasoning_parser=_opt_str(merged, "reasoning_parser", where),
         extra_args=_str_tuple(merged.get("extra_args"), "extra_args", where),
         weights_gib=weights_gib(total, precision, checkpoint_gb),
+        checkpoint_gib=checkpoint_gib(total, precision, checkpoint_gb),
         kv_bytes_per_token=kv_bytes,
         min_vram_gib=None if min_vram_gb is None else min_vram_gb * GB / GIB,
         sources=sources,
@@ -562,6 +579,7 @@ def _estimate(model_id: str) -> ModelFacts | None:
         reasoning_parser=family.reasoning_parser if generative_family else None,
         extra_args=family.extra_args if family else (),
         weights_gib=weights_gib(total, precision),
+        checkpoint_gib=checkpoint_gib(total, precision),
         kv_bytes_per_token=kv_bytes_per_token(band.layers, band.kv_heads, band.head_dim),
         min_vram_gib=None,
         sources=sources,

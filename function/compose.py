@@ -562,7 +562,7 @@ def _cache_plan(
     current = storage.parse_gib(dig(claim, "spec", "resources", "requests", "storage"))
     try:
         cache = storage.plan_cache(
-            weights_gib=plan.weights_gib if facts is not None else None,
+            weights_gib=facts.checkpoint_gib if facts is not None else None,
             requested_gib=spec.storage.size_gib,
             observed_gib=current,
             load_rate_mib_s=target.storage_read_mib_s,

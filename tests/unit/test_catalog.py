@@ -166,7 +166,9 @@ REFERENCE_FACTS = [
             trust_remote_code=False,
             tool_call_parser=None,
         ),
-        dict(weights_gib=0.41),
+        # 109.5M float32 parameters: 0.41 GiB on disk, 0.20 GiB on the GPU (vLLM serves a
+        # float32 checkpoint in 16 bits with --dtype auto).
+        dict(weights_gib=0.20, checkpoint_gib=0.41),
     ),
     (
         "deepseek-ai/DeepSeek-V3",
@@ -503,3 +505,13 @@ NEAR = [
 @pytest.mark.parametrize(("given", "expected"), [c[1:] for c in NEAR], ids=[c[0] for c in NEAR])
 def test_near_id(given: object, expected: str | None) -> None:
     assert near_id(given) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("model_id", catalog_ids(), ids=catalog_ids())
+def test_weights_on_the_gpu_are_the_served_width_of_the_checkpoint(model_id: str) -> None:
+    """The model cache holds the checkpoint; the GPU holds what vLLM loads: the same bytes,
+    except a float32 checkpoint, which `--dtype auto` serves in 16 bits."""
+    facts = lookup(model_id)
+    assert facts is not None
+    ratio = 0.5 if facts.precision == "fp32" else 1.0
+    assert facts.weights_gib == pytest.approx(facts.checkpoint_gib * ratio)
