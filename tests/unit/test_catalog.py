@@ -515,3 +515,52 @@ def test_weights_on_the_gpu_are_the_served_width_of_the_checkpoint(model_id: str
     assert facts is not None
     ratio = 0.5 if facts.precision == "fp32" else 1.0
     assert facts.weights_gib == pytest.approx(facts.checkpoint_gib * ratio)
+
+
+# Ids the catalog does not list, estimated from the name and the family their prefix names.
+# (id, family, parameters, precision, context, trust_remote_code, reasoning parser)
+ESTIMATED_FAMILIES = [
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+        "deepseek-r1-distill",
+        32.0,
+        "bf16",
+        32768,
+        False,
+        "deepseek_r1",
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        "deepseek-r1-distill",
+        8.0,
+        "bf16",
+        32768,
+        False,
+        "deepseek_r1",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_id", "family", "params_b", "precision", "context", "trust", "reasoning"),
+    ESTIMATED_FAMILIES,
+    ids=[c[0] for c in ESTIMATED_FAMILIES],
+)
+def test_distilled_models_are_their_base_architecture_not_the_teacher(
+    model_id: str,
+    family: str,
+    params_b: float,
+    precision: str,
+    context: int,
+    trust: bool,
+    reasoning: str,
+) -> None:
+    facts = resolve(model_id)
+    assert facts is not None and facts.estimated
+    assert (facts.family, facts.total_params_b, facts.active_params_b) == (
+        family,
+        params_b,
+        params_b,
+    )
+    assert (facts.precision, facts.context_length) == (precision, context)
+    assert (facts.trust_remote_code, facts.reasoning_parser) == (trust, reasoning)
