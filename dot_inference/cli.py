@@ -217,6 +217,13 @@ def _print_problems(report: Any) -> bool:
     "reporting the problems as warnings.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No summary line per claim on stderr.")
+@click.option(
+    "--hub",
+    is_flag=True,
+    help="Ask the Hugging Face Hub (or the mirror HF_ENDPOINT names) about models the catalog "
+    "does not know, as the function does in a cluster. Off by default: render stays offline "
+    "and sizes such models from their names.",
+)
 def render_cmd(
     target: Path,
     observed_resources: Path | None,
@@ -229,6 +236,7 @@ def render_cmd(
     validate: bool,
     lenient: bool,
     quiet: bool,
+    hub: bool,
 ) -> int:
     """Render composite resources offline, printing what `crossplane render` prints.
 
@@ -243,6 +251,9 @@ def render_cmd(
     a value its XRD's patterns or CEL rules reject) is not rendered and exits 1. Each
     rendered claim gets one summary line on stderr (--quiet to drop it).
     """
+    from function import hub as hub_client
+
+    hub_client.reset_client(hub_client.HubClient(offline=None if hub else True))
     try:
         return _render(
             target,

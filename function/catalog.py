@@ -18,7 +18,9 @@
 - Family: the catalog family whose ``match`` prefix is the longest prefix of the id (e.g. an
   unknown ``Qwen/Qwen2.5-Coder-7B-Instruct`` gets qwen2.5's hermes tool parser). The context
   length is the smallest context of that family (vLLM rejects a max_model_len above the
-  model's own), or a low default for unknown families.
+  model's own), or a low default for unknown families. This is the fallback for when the
+  Hub cannot be asked: ``function/model_config.py`` reads a model's real config.json and
+  picks its family by architecture (``family_for``), never by the id alone.
 
 An id with no readable size that is not an embedding model gives ``None``. Nothing here raises
 for any input: the catalog file itself is validated when it is first loaded.
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from function.kv_cache import LayerGroup
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -63,11 +67,47 @@ MIN_PARAMS_B = 0.01
 MAX_PARAMS_B = 2000.0
 MAX_ID_LENGTH = 256
 
-Task = Literal["generate", "embed"]
+Task = Literal["generate", "embed", "score"]
+TASKS = ("generate", "embed", "score")
+# Where a model's facts come from: the curated catalog, the Hub (config.json and safetensors
+# metadata), or the id alone.
+Origin = Literal["catalog", "hub", "estimated"]
+# KV cache bytes per element, by --kv-cache-dtype (vllm/utils/torch_utils.py
+# STR_DTYPE_TO_TORCH_DTYPE): auto keeps the model's 16-bit dtype.
+KV_DTYPE_BYTES: dict[str, int] = {
+    "auto": 2,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+LAYER_KINDS = {
+    "full_attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+}
 
 
 class CatalogError(ValueError):
     """catalog.yaml is malformed (a developer error, caught by the tests)."""
+
+
+@dataclass(frozen=True)
+class ArchRule:
+    """How vLLM serves an architecture, and the layer layout transformers fills in."""
+
+    task: Task = "generate"
+    encoder_only: bool = False
+    multimodal: tuple[str, ...] = ()
+    layer_pattern: tuple[str, ...] = ()
+    pattern_key: str | None = None
+    pattern_default: int = 0
+    hybrid_kv: bool = True
+    text_config: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,12 +134,32 @@ class ModelFacts:
     sources: tuple[str, ...]
     estimated: bool
     checkpoint_gib: float = 0.0  # on disk: what the model cache must hold
+    architecture: str = "unknown"
+    # The KV cache layout vLLM allocates (function/kv_cache.py), whole model.
+    kv_layers: tuple[LayerGroup, ...] = ()
+    hybrid_kv: bool = True
+    kv_cache_dtype: str = "auto"  # the checkpoint's own KV quantization, else auto
+    vocab_size: int = 0
+    hidden_size: int = 0
+    intermediate_size: int = 0
+    multimodal: tuple[str, ...] = ()
+    mistral_format: bool = False
+    origin: Origin = "catalog"
+    # False when nobody knows the model's context (an id the catalog, its families and the Hub
+    # cannot describe): vLLM then fits max_model_len itself (--max-model-len auto).
+    context_known: bool = True
+    # Mixture of experts: experts each token uses and one expert's width (activation memory).
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    # fact -> where it came from (status.plan.facts)
+    provenance: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class _Family:
     name: str
     match: tuple[str, ...]
+    architectures: tuple[str, ...]
     task: Task
     gated: bool
     trust_remote_code: bool
@@ -109,6 +169,7 @@ class _Family:
     precision: str
     min_context_length: int
     sources: tuple[str, ...]
+    vocab_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,6 +193,9 @@ class _Catalog:
     dense: tuple[_Band, ...]
     encoder: tuple[_Band, ...]
     default_context: dict[str, int]
+    classes: dict[str, ArchRule]
+    suffixes: tuple[tuple[str, Task], ...]
+    family_data: dict[str, dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- formulas
@@ -175,6 +239,7 @@ def weights_gib(total_params_b: float, precision: str, checkpoint_gb: float | No
 # --------------------------------------------------------------------------- loading
 
 _FAMILY_KEYS = (
+    "architecture",
     "task",
     "gated",
     "trust_remote_code",
@@ -183,6 +248,9 @@ _FAMILY_KEYS = (
     "extra_args",
     "precision",
     "context_length",
+    "vocab_size",
+    "mistral_format",
+    "load_factor",
 )
 
 
@@ -195,6 +263,10 @@ def _req(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if kind in (int, float) and not (value > 0 and math.isfinite(value)):
         raise CatalogError(f"{where}: {key} must be positive, got {value!r}")
     return value
+
+
+def _opt(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    return None if entry.get(key) is None else _req(entry, key, kind, where)
 
 
 def _opt_str(entry: dict[str, Any], key: str, where: str) -> str | None:
@@ -212,14 +284,72 @@ def _str_tuple(value: Any, key: str, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> ModelFacts:
+def layer_kinds(entry: dict[str, Any], rule: ArchRule, where: str) -> list[str]:
+    """The kind of every layer (full_attention, sliding_attention, ...): config.json's
+    layer_types, else the architecture's pattern, else one window for every layer when the
+    model has one (Mistral-7B-v0.1, Phi-3), else full attention."""
+    layers = _req(entry, "layers", int, where)
+    given = entry.get("layer_types")
+    if given is not None:
+        kinds = list(_str_tuple(given, "layer_types", where))
+        if len(kinds) != layers or any(k not in LAYER_KINDS for k in kinds):
+            raise CatalogError(
+                f"{where}: layer_types must name {layers} layers of {sorted(LAYER_KINDS)}"
+            )
+        return kinds
+    if rule.layer_pattern and (entry.get("sliding_window") or entry.get("attention_chunk_size")):
+        length = entry.get("pattern_length") or rule.pattern_default or len(rule.layer_pattern)
+        if not isinstance(length, int) or isinstance(length, bool) or length < 1:
+            raise CatalogError(f"{where}: pattern_length must be a whole number, got {length!r}")
+        first, last = rule.layer_pattern[0], rule.layer_pattern[-1]
+        return [last if (i + 1) % length == 0 else first for i in range(layers)]
+    if entry.get("sliding_window"):
+        return ["sliding_attention"] * layers
+    return ["full_attention"] * layers
+
+
+def layer_groups(entry: dict[str, Any], rule: ArchRule, where: str) -> tuple[LayerGroup, ...]:
+    """The KV cache layout of a catalog-shaped entry (function/kv_cache.py)."""
+    layers = _req(entry, "layers", int, where)
+    if rule.encoder_only:
+        return (LayerGroup("none", layers),)
+    if entry.get("attention", "gqa") == "mla":
+        latent = _req(entry, "kv_lora_rank", int, where) + _req(
+            entry, "qk_rope_head_dim", int, where
+        )
+        return (LayerGroup("mla", layers, kv_heads=1, latent_dim=latent),)
+    kv_heads = _req(entry, "kv_heads", int, where)
+    head_dim = _req(entry, "head_dim", int, where)
+    counts: dict[str, int] = {}
+    for kind in layer_kinds(entry, rule, where):
+        counts[kind] = counts.get(kind, 0) + 1
+    groups = []
+    for name, count in counts.items():
+        kind = LAYER_KINDS[name]
+        window = 0
+        if kind == "sliding":
+            window = _req(entry, "sliding_window", int, where)
+        elif kind == "chunked":
+            window = _req(entry, "attention_chunk_size", int, where)
+        state = int(entry.get("mamba_state_bytes") or 0) if kind == "mamba" else 0
+        groups.append(LayerGroup(kind, count, kv_heads, head_dim, window=window, state_bytes=state))  # type: ignore[arg-type]
+    return tuple(groups)
+
+
+def _build_model(
+    family: str, fam: dict[str, Any], entry: dict[str, Any], rules: _Rules
+) -> ModelFacts:
     merged = {k: fam.get(k) for k in _FAMILY_KEYS}
     merged.update(entry)
     where = f"catalog.yaml {family}/{entry.get('id')!r}"
     model_id = _req(merged, "id", str, where)
-    task = merged.get("task")
-    if task not in ("generate", "embed"):
-        raise CatalogError(f"{where}: task must be generate or embed, got {task!r}")
+    architecture = merged.get("architecture") or "unknown"
+    if not isinstance(architecture, str):
+        raise CatalogError(f"{where}: architecture must be a string, got {architecture!r}")
+    rule = rules.rule(architecture)
+    task = merged.get("task") or rule.task
+    if task not in TASKS:
+        raise CatalogError(f"{where}: task must be one of {', '.join(TASKS)}, got {task!r}")
     precision = merged.get("precision")
     if precision not in BYTES_PER_PARAM:
         raise CatalogError(f"{where}: unknown precision {precision!r}")
@@ -234,22 +364,17 @@ def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> Mod
     if heads % kv_heads:
         raise CatalogError(f"{where}: attention_heads {heads} not divisible by kv_heads {kv_heads}")
     attention = merged.get("attention", "gqa")
-    if attention == "mla":
-        rank = _req(merged, "kv_lora_rank", int, where)
-        rope = _req(merged, "qk_rope_head_dim", int, where)
-        if kv_heads != 1:
-            raise CatalogError(f"{where}: MLA models carry kv_heads 1 (one shared latent)")
-        kv_bytes = kv_bytes_per_token(layers, kv_heads, head_dim, rank, rope)
-    elif attention == "gqa":
-        kv_bytes = kv_bytes_per_token(layers, kv_heads, head_dim)
-    else:
+    if attention == "mla" and kv_heads != 1:
+        raise CatalogError(f"{where}: MLA models carry kv_heads 1 (one shared latent)")
+    if attention not in ("gqa", "mla"):
         raise CatalogError(f"{where}: attention must be gqa or mla, got {attention!r}")
-    checkpoint_gb = merged.get("checkpoint_gb")
-    if checkpoint_gb is not None:
-        checkpoint_gb = _req(merged, "checkpoint_gb", float, where)
-    min_vram_gb = merged.get("min_vram_gb")
-    if min_vram_gb is not None:
-        min_vram_gb = _req(merged, "min_vram_gb", float, where)
+    groups = layer_groups(merged, rule, where)
+    kv_dtype = merged.get("kv_cache_dtype", "auto")
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise CatalogError(f"{where}: kv_cache_dtype must be one of {sorted(KV_DTYPE_BYTES)}")
+    checkpoint_gb = _opt(merged, "checkpoint_gb", float, where)
+    loaded_gib = _opt(merged, "loaded_gib", float, where)
+    min_vram_gb = _opt(merged, "min_vram_gb", float, where)
     sources = _str_tuple(entry.get("sources"), "sources", where) + _str_tuple(
         fam.get("sources"), "sources", where
     )
@@ -259,6 +384,11 @@ def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> Mod
     trust = merged.get("trust_remote_code")
     if not isinstance(gated, bool) or not isinstance(trust, bool):
         raise CatalogError(f"{where}: gated and trust_remote_code must be booleans")
+    multimodal = _str_tuple(merged.get("multimodal"), "multimodal", where) or rule.multimodal
+    served = loaded_gib if loaded_gib is not None else weights_gib(total, precision, checkpoint_gb)
+    # Weights some formats load above their checkpoint (gpt-oss's MXFP4 repacked for the
+    # GPU's kernels): the factor measured in vLLM's logs, cited in the entry.
+    served *= float(_opt(merged, "load_factor", float, where) or 1.0)
     return ModelFacts(
         id=model_id,
         family=family,
@@ -276,13 +406,34 @@ def _build_model(family: str, fam: dict[str, Any], entry: dict[str, Any]) -> Mod
         tool_call_parser=_opt_str(merged, "tool_call_parser", where),
         reasoning_parser=_opt_str(merged, "reasoning_parser", where),
         extra_args=_str_tuple(merged.get("extra_args"), "extra_args", where),
-        weights_gib=weights_gib(total, precision, checkpoint_gb),
+        weights_gib=served,
         checkpoint_gib=checkpoint_gib(total, precision, checkpoint_gb),
-        kv_bytes_per_token=kv_bytes,
+        kv_bytes_per_token=_growth_bytes(groups, KV_DTYPE_BYTES[kv_dtype]),
         min_vram_gib=None if min_vram_gb is None else min_vram_gb * GB / GIB,
         sources=sources,
-        estimated=False,
+        estimated=bool(merged.get("estimated", False)),
+        architecture=architecture,
+        kv_layers=groups,
+        hybrid_kv=rule.hybrid_kv,
+        kv_cache_dtype=kv_dtype,
+        vocab_size=int(_opt(merged, "vocab_size", int, where) or 0),
+        hidden_size=int(_opt(merged, "hidden_size", int, where) or 0),
+        intermediate_size=int(_opt(merged, "intermediate_size", int, where) or 0),
+        multimodal=multimodal,
+        mistral_format=bool(merged.get("mistral_format", False)),
+        origin=merged.get("origin", "catalog"),
+        experts_per_token=int(_opt(merged, "experts_per_token", int, where) or 0),
+        moe_intermediate_size=int(_opt(merged, "moe_intermediate_size", int, where) or 0),
+        provenance=tuple(merged.get("provenance") or ()),
     )
+
+
+def _growth_bytes(groups: tuple[LayerGroup, ...], dtype_bytes: int) -> int:
+    """KV bytes per token of the whole model on one GPU, as it grows with the context
+    (windowed layers stop growing): kv_cache.bytes_per_token at tensor parallel size 1."""
+    from function.kv_cache import Allocator, bytes_per_token
+
+    return bytes_per_token(groups, Allocator(tensor_parallel=1, dtype_bytes=dtype_bytes))
 
 
 def _band(row: dict[str, Any], where: str) -> _Band:
@@ -299,28 +450,80 @@ def _band(row: dict[str, Any], where: str) -> _Band:
     )
 
 
+@dataclass(frozen=True)
+class _Rules:
+    classes: dict[str, ArchRule]
+    suffixes: tuple[tuple[str, Task], ...]
+
+    def rule(self, architecture: str) -> ArchRule:
+        """The architecture's own rule, else vLLM's suffix default (generate when none)."""
+        if architecture in self.classes:
+            return self.classes[architecture]
+        task = next((t for suffix, t in self.suffixes if architecture.endswith(suffix)), None)
+        return ArchRule(task=task or "generate")
+
+
+def _rules(data: dict[str, Any]) -> _Rules:
+    section = data.get("architectures") or {}
+    if not isinstance(section, dict):
+        raise CatalogError("catalog.yaml: architectures must be a mapping")
+    suffixes = []
+    for row in section.get("suffixes") or []:
+        if not isinstance(row, dict) or row.get("task") not in TASKS:
+            raise CatalogError(f"catalog.yaml architectures.suffixes: bad row {row!r}")
+        suffixes.append((_req(row, "suffix", str, "architectures.suffixes"), row["task"]))
+    classes = {}
+    for name, row in (section.get("classes") or {}).items():
+        where = f"catalog.yaml architectures.classes.{name}"
+        if not isinstance(row, dict):
+            raise CatalogError(f"{where}: must be a mapping")
+        task = row.get("task", "generate")
+        if task not in TASKS:
+            raise CatalogError(f"{where}: task must be one of {', '.join(TASKS)}")
+        pattern = _str_tuple(row.get("layer_pattern"), "layer_pattern", where)
+        if any(k not in LAYER_KINDS for k in pattern):
+            raise CatalogError(f"{where}: layer_pattern kinds must be of {sorted(LAYER_KINDS)}")
+        classes[name] = ArchRule(
+            task=task,
+            encoder_only=bool(row.get("encoder_only", False)),
+            multimodal=_str_tuple(row.get("multimodal"), "multimodal", where),
+            layer_pattern=pattern,
+            pattern_key=row.get("pattern_key"),
+            pattern_default=int(row.get("pattern_default") or 0),
+            hybrid_kv=bool(row.get("hybrid_kv", True)),
+            text_config=row.get("text_config"),
+        )
+    return _Rules(classes=classes, suffixes=tuple(suffixes))
+
+
 def load_catalog(path: Path = CATALOG_PATH) -> _Catalog:
     """Parse and validate a catalog file (``_catalog()`` caches the default one)."""
     with path.open(encoding="utf-8") as handle:
         data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if not isinstance(data, dict) or not isinstance(data.get("families"), dict):
         raise CatalogError(f"{path}: expected a mapping with 'families'")
+    rules = _rules(data)
     models: dict[str, ModelFacts] = {}
     ids: list[str] = []
     families: list[_Family] = []
     for name, fam in data["families"].items():
         if not isinstance(fam, dict):
             raise CatalogError(f"catalog.yaml {name}: family must be a mapping")
-        built = [_build_model(name, fam, entry) for entry in fam.get("models") or []]
+        built = [_build_model(name, fam, entry, rules) for entry in fam.get("models") or []]
         contexts = [m.context_length for m in built]
         if fam.get("context_length") is not None:
             contexts.append(_req(fam, "context_length", int, f"catalog.yaml {name}"))
         if not contexts:
             raise CatalogError(f"catalog.yaml {name}: no context_length")
+        architectures = _str_tuple(fam.get("architectures"), "architectures", name)
+        if fam.get("architecture"):
+            architectures = (fam["architecture"], *architectures)
         families.append(
             _Family(
                 name=name,
                 match=tuple(m.lower() for m in _str_tuple(fam.get("match"), "match", name)),
+                architectures=architectures
+                + tuple(m.architecture for m in built if m.architecture not in architectures),
                 task=fam.get("task", "generate"),
                 gated=bool(fam.get("gated", False)),
                 trust_remote_code=bool(fam.get("trust_remote_code", False)),
@@ -330,6 +533,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> _Catalog:
                 precision=fam.get("precision", "bf16"),
                 min_context_length=min(contexts),
                 sources=_str_tuple(fam.get("sources"), "sources", name),
+                vocab_size=int(fam.get("vocab_size") or 0),
             )
         )
         for facts, entry in zip(built, fam.get("models") or [], strict=True):
@@ -354,6 +558,12 @@ def load_catalog(path: Path = CATALOG_PATH) -> _Catalog:
         dense=dense,
         encoder=encoder,
         default_context=dict(defaults),
+        classes=rules.classes,
+        suffixes=rules.suffixes,
+        family_data={
+            name: {k: v for k, v in fam.items() if k != "models"}
+            for name, fam in data["families"].items()
+        },
     )
 
 
@@ -420,6 +630,52 @@ def _edits(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
+def arch_rule(architecture: str) -> ArchRule:
+    """How vLLM serves `architecture` (catalog.yaml architectures)."""
+    c = _catalog()
+    return _Rules(c.classes, c.suffixes).rule(architecture)
+
+
+def family_for(model_id: str, architecture: str) -> str | None:
+    """The catalog family a model of `architecture` belongs to: among the families that list
+    the architecture, the one whose `match` prefix is the longest prefix of the id, else one
+    that matches any id of the architecture (no `match`). An id prefix alone never decides:
+    `deepseek-ai/DeepSeek-R1-Distill-Qwen-7B` is a Qwen2ForCausalLM, not a DeepSeek-V3."""
+    low = model_id.strip().lower()
+    best: tuple[int, str] | None = None
+    for family in _catalog().families:
+        if architecture not in family.architectures:
+            continue
+        if not family.match:
+            best = best or (0, family.name)
+        for prefix in family.match:
+            if low.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), family.name)
+    return best[1] if best else None
+
+
+def family_task(family: str) -> Task | None:
+    """The task a family states for all its models, if it states one."""
+    task = _catalog().family_data.get(family, {}).get("task")
+    return task if task in TASKS else None
+
+
+@functools.cache
+def known_architectures() -> frozenset[str]:
+    """Every architecture the catalog names, in a family or among its rules."""
+    c = _catalog()
+    return frozenset(c.classes) | frozenset(a for f in c.families for a in f.architectures)
+
+
+def build(family: str | None, entry: dict[str, Any]) -> ModelFacts:
+    """Facts of a model described by a catalog-shaped entry (the Hub reader's output), with
+    the defaults of `family` (None: none). CatalogError when the entry cannot be sized."""
+    c = _catalog()
+    fam = dict(c.family_data.get(family, {})) if family else {}
+    fam.pop("sources", None)
+    return _build_model(family or "unknown", fam, entry, _Rules(c.classes, c.suffixes))
+
+
 def resolve(model_id: str) -> ModelFacts | None:
     """``lookup``, else ``estimate_from_name``."""
     return lookup(model_id) or estimate_from_name(model_id)
@@ -429,6 +685,8 @@ _NUM = r"[0-9]{1,6}(?:\.[0-9]{1,3})?"
 _EDGE_L = r"(?<![a-z0-9.])"
 _EDGE_R = r"(?![a-z0-9])"
 _ACTIVE_RE = re.compile(rf"{_EDGE_L}({_NUM})b-a({_NUM})b{_EDGE_R}")
+# Llama 4's `17B-16E`: 17B active, 16 experts (the total is not in the name).
+_EXPERTS_RE = re.compile(rf"{_EDGE_L}({_NUM})b-([0-9]{{1,4}})e{_EDGE_R}")
 _MOE_RE = re.compile(rf"{_EDGE_L}([0-9]{{1,4}})x({_NUM})([bm]){_EDGE_R}")
 _SIZE_RE = re.compile(rf"{_EDGE_L}({_NUM})([bm]){_EDGE_R}")
 
@@ -461,6 +719,18 @@ def _read_sizes(name: str) -> tuple[float, float, str] | None:
         total, active = float(match.group(1)), float(match.group(2))
         how = f"{match.group(0)}: {total:g}B total, {active:g}B active"
     else:
+        match = _EXPERTS_RE.search(name)
+        if match:
+            active, experts = float(match.group(1)), int(match.group(2))
+            total = active * experts
+            how = (
+                f"{match.group(0)}: {active:g}B active, {experts} experts; total read as "
+                f"{experts} x {active:g}B = {total:g}B (upper bound: attention, embeddings and "
+                "shared experts are counted once per expert)"
+            )
+            if not (MIN_PARAMS_B <= total <= MAX_PARAMS_B):
+                return None
+            return total, active, how
         match = _MOE_RE.search(name)
         if match:
             experts = int(match.group(1))
@@ -549,6 +819,9 @@ def _estimate(model_id: str) -> ModelFacts | None:
         assert sizes is not None
         total, active, how = sizes
         band = next((b for b in catalog.dense if active <= b.max_params_b), catalog.dense[-1])
+        if family is not None and family.task != "generate" and _encoder_family(family):
+            # e5-mistral-7b is a Mistral decoder, not an e5 (BERT) encoder with 512 tokens.
+            family = None
         # A decoder-sized model takes its family's precision only when the family is of
         # decoders too: BERT-style embedding families ship fp32, their 7B cousins do not.
         precision = hint or (family.precision if family and family.task == "generate" else "bf16")
@@ -560,6 +833,12 @@ def _estimate(model_id: str) -> ModelFacts | None:
         f"estimated from the id {given!r}: {how}",
         f"attention shape of {band.like}: {band.source}",
         *(family.sources if family else ()),
+    )
+    encoder = embed and band in catalog.encoder
+    groups = (
+        (LayerGroup("none", band.layers),)
+        if encoder
+        else (LayerGroup("full", band.layers, band.kv_heads, band.head_dim),)
     )
     return ModelFacts(
         id=given,
@@ -580,8 +859,22 @@ def _estimate(model_id: str) -> ModelFacts | None:
         extra_args=family.extra_args if family else (),
         weights_gib=weights_gib(total, precision),
         checkpoint_gib=checkpoint_gib(total, precision),
-        kv_bytes_per_token=kv_bytes_per_token(band.layers, band.kv_heads, band.head_dim),
+        kv_bytes_per_token=0 if encoder else _growth_bytes(groups, 2),
         min_vram_gib=None,
         sources=sources,
         estimated=True,
+        kv_layers=groups,
+        vocab_size=family.vocab_size if family else 0,
+        origin="estimated",
+        context_known=family is not None or embed,
+        provenance=(("parameters", how), ("shape", f"like {band.like}")),
+    )
+
+
+def _encoder_family(family: _Family) -> bool:
+    """Whether every architecture of `family` is a bidirectional encoder (BERT-style)."""
+    c = _catalog()
+    rules = _Rules(c.classes, c.suffixes)
+    return bool(family.architectures) and all(
+        rules.rule(a).encoder_only for a in family.architectures
     )

@@ -8,10 +8,22 @@ benchmarkable without protobuf.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog, engine_args, ownership, resources, sizing, storage, tenancy
+from function import (
+    catalog,
+    engine_args,
+    model_config,
+    ownership,
+    resources,
+    sizing,
+    storage,
+    tenancy,
+)
 from function.cluster import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -22,6 +34,7 @@ from function.cluster import (
     from_cluster,
     without_cluster,
 )
+from function.hub import HubAnswer
 from function.spec import (
     DEFAULT_HF_TOKEN_KEY,
     DEFAULT_HF_TOKEN_SECRET,
@@ -43,6 +56,21 @@ CLUSTER_USAGE = "usage-inference-cluster"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
+# vLLM 0.17.1's flags for Mistral-format repositories (config/model.py tokenizer_mode and
+# config_format "mistral"; config/load.py load_format "mistral").
+MISTRAL_FORMAT_ARGS = [
+    "--tokenizer-mode",
+    "mistral",
+    "--config-format",
+    "mistral",
+    "--load-format",
+    "mistral",
+]
+# Items per prompt of each modality (vLLM's default is 999 of each: config/multimodal.py).
+# A bound keeps the encoder cache, which vLLM sizes for the largest prompt, and the memory a
+# hostile prompt can take small; raise it with engine.extraArgs --limit-mm-per-prompt.
+MM_LIMITS = {"image": 4, "video": 1, "audio": 1}
+
 # Flags the function sets itself that a user's engine.extraArgs may override (the last
 # occurrence wins in vLLM's argument parser); the function says so. Flags a field owns are
 # refused instead (engine_args.OWNED).
@@ -54,6 +82,10 @@ MANAGED_FLAGS = (
     "--dtype",
     "--gpu-memory-utilization",
     "--tool-call-parser",
+    "--limit-mm-per-prompt",
+    "--tokenizer-mode",
+    "--config-format",
+    "--load-format",
 )
 
 
@@ -90,6 +122,58 @@ class Inputs:
     engine_image: str | None = None  # the Composition's input: the pinned engine image
     # requirement name -> resources Crossplane found; a name absent here was not asked yet.
     required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # What the Hugging Face Hub said about a model the catalog lacks (fn.py asks, hub.py
+    # answers); None: not asked (the catalog knows it, or the token Secret is being fetched).
+    hub: HubAnswer | None = None
+
+
+@dataclass(frozen=True)
+class HubQuery:
+    """What to ask the Hub: the model, the revision the claim pins, the token to use."""
+
+    model: str
+    revision: str | None
+    token: str | None = field(default=None, repr=False)
+
+
+# The requirement through which Crossplane fetches the claim's Hugging Face token Secret.
+HF_TOKEN_REQUIREMENT = "secret-hf-token"
+
+
+def _hf_token_ref_for_hub(spec: LLMSpec) -> SecretRef:
+    """The Secret whose token the Hub is asked with: the claim's, else the default one."""
+    return spec.hf_token_secret or SecretRef(DEFAULT_HF_TOKEN_SECRET, DEFAULT_HF_TOKEN_KEY)
+
+
+def _secret_value(found: list[dict[str, Any]], key: str) -> str | None:
+    """One key of a Secret Crossplane fetched (data is base64, stringData is not)."""
+    if not found or not isinstance(found[0], dict):
+        return None
+    secret = found[0]
+    plain = (secret.get("stringData") or {}).get(key)
+    if isinstance(plain, str) and plain:
+        return plain.strip()
+    encoded = (secret.get("data") or {}).get(key)
+    if not isinstance(encoded, str):
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True).decode("utf-8").strip() or None
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def hub_query(inputs: Inputs) -> HubQuery | None:
+    """What fn.py should ask the Hub before compose, or None: the claim is unreadable, the
+    catalog knows the model, or Crossplane has not fetched the token Secret yet (it does on
+    the next call of the same reconcile, asked for by `compose`)."""
+    try:
+        spec = parse(inputs.xr)
+    except SpecError:
+        return None
+    if catalog.lookup(spec.model) is not None or HF_TOKEN_REQUIREMENT not in inputs.required:
+        return None
+    token = _secret_value(inputs.required[HF_TOKEN_REQUIREMENT], _hf_token_ref_for_hub(spec).key)
+    return HubQuery(model=spec.model, revision=spec.engine.revision, token=token)
 
 
 def _condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:
@@ -297,9 +381,22 @@ def _engine_args(
             args.append("--trust-remote-code")
         if facts.reasoning_parser:
             args += ["--reasoning-parser", facts.reasoning_parser]
+        if facts.mistral_format:
+            # Mistral's own format (params.json, consolidated weights, tekken tokenizer):
+            # vLLM detects it only by listing the repository, which an engine started offline
+            # from the model cache cannot, so say it (vLLM's Mistral recipes do).
+            args += MISTRAL_FORMAT_ARGS
+        if facts.multimodal:
+            limits = {m: MM_LIMITS.get(m, 1) for m in facts.multimodal}
+            args += ["--limit-mm-per-prompt", json.dumps(limits, separators=(",", ":"))]
         args += list(facts.extra_args)
     if plan.runner:
         args += ["--runner", plan.runner]
+    if plan.context_auto and spec.engine.context is None:
+        # Nobody knows the model's context: vLLM takes the smaller of its own and what the
+        # KV cache holds (vLLM 0.17.1 `--max-model-len auto`, kv_cache_utils.py
+        # `_auto_fit_max_model_len`), instead of a guess it could refuse.
+        args += ["--max-model-len", "auto"]
     overridden = sorted(
         {n for a in spec.engine.extra_args if (n := engine_args.flag_name(a)) in MANAGED_FLAGS}
     )
@@ -329,22 +426,93 @@ def _max_model_len(spec: LLMSpec, plan: sizing.Plan, out: Outcome) -> int | None
     return wanted
 
 
-def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
-    facts = catalog.resolve(spec.model)
-    if facts is None and spec.gpu is None:
+def _engine_settings(spec: LLMSpec) -> sizing.EngineSettings:
+    e = spec.engine
+    given = {
+        "--gpu-memory-utilization": e.gpu_memory_utilization,
+        "--kv-cache-dtype": e.kv_cache_dtype,
+        "--max-num-batched-tokens": e.max_num_batched_tokens,
+        "--max-num-seqs": e.max_num_seqs,
+    }
+    return sizing.EngineSettings(
+        gpu_memory_utilization=e.gpu_memory_utilization or sizing.GPU_MEMORY_UTILIZATION,
+        kv_cache_dtype=e.kv_cache_dtype or "auto",
+        max_num_batched_tokens=e.max_num_batched_tokens,
+        max_num_seqs=e.max_num_seqs,
+        overridden=tuple(flag for flag, value in given.items() if value is not None),
+    )
+
+
+def _facts(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[catalog.ModelFacts | None, str]:
+    """The model's facts and where they come from: the catalog, the Hub (config.json and
+    safetensors metadata, read by function/model_config.py) or the id alone. A model the Hub
+    says does not exist is refused, with the catalog id it is likely a typo of."""
+    facts = catalog.lookup(spec.model)
+    if facts is not None:
+        return facts, "catalog"
+    ref = _hf_token_ref_for_hub(spec)
+    out.requirements[HF_TOKEN_REQUIREMENT] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "matchName": ref.name,
+        "namespace": spec.namespace,
+    }
+    answer = inputs.hub
+    near = catalog.near_id(spec.model)
+    if answer is not None and answer.status == "found" and answer.model is not None:
+        try:
+            return model_config.facts(answer.model), "hub"
+        except model_config.ConfigError as e:
+            out.warnings.append(f"{P}.model: {e}; sized from its name instead")
+    elif answer is not None and answer.status == "not_found":
         raise SpecError(
             f"{P}.model",
             spec.model,
-            f"{P}.model: {spec.model} is not in the model catalog and its name carries no "
-            "size (like 7B, 8x7B or 30B-A3B) to estimate from; set spec.parameters.gpu to "
-            "the number of GPUs it needs"
-            + (f", or did you mean {near}?" if (near := catalog.near_id(spec.model)) else ""),
+            f"{P}.model: {answer.message}"
+            + (f"; did you mean {near}?" if near else "")
+            + (
+                f" Check the id, or set {P}.hfTokenSecretRef to a token that can see it"
+                if not near
+                else ""
+            ),
         )
+    elif answer is not None and answer.status == "gated":
+        out.warnings.append(
+            f"{P}.hfTokenSecretRef: {answer.message}; put such a token in Secret "
+            f"{spec.namespace}/{ref.name} (key {ref.key}) or name another in "
+            f"{P}.hfTokenSecretRef. Until then the model is sized from its name"
+        )
+    elif answer is not None:
+        out.notes.append(f"{answer.message}; {spec.model} is sized from its name until it answers")
+    if near and (answer is None or answer.status != "found"):
+        out.warnings.append(
+            f"{P}.model: {spec.model} is not in the catalog, but {near} is: did you mean "
+            f"it? As written, the model is sized from its name only"
+        )
+    estimate = catalog.estimate_from_name(spec.model)
+    return estimate, "estimated" if estimate is not None else "unknown"
+
+
+def _plan(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
+) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
+    facts, source = _facts(spec, inputs, out)
+    if facts is None and spec.gpu is None:
+        near = catalog.near_id(spec.model)
+        raise SpecError(
+            f"{P}.model",
+            spec.model,
+            f"{P}.model: {spec.model} is not in the model catalog, the Hugging Face Hub could "
+            "not describe it, and its name carries no size (like 7B, 8x7B or 30B-A3B) to "
+            "estimate from; set spec.parameters.gpu to the number of GPUs it needs"
+            + (f", or did you mean {near}?" if near else ""),
+        )
+    engine = _engine_settings(spec)
     try:
         if facts is None:
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
         else:
-            plan = sizing.plan(facts, spec.gpu, target.gpu)
+            plan = sizing.plan(facts, spec.gpu, target.gpu, engine)
     except sizing.SizingError as e:
         raise SpecError(e.field, e.value, e.message) from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
@@ -353,7 +521,7 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
             plan,
             target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
             target.pod_memory_mib - storage.FETCH_MEMORY_MIB,
-            f"one {target.instance_type or 'GPU node'} of {target.cluster}",
+            f"one {target.instance_type or 'GPU node'} of {target.cluster or 'the cluster'}",
         )
     if facts is None:
         return None, plan, "unknown"
@@ -366,7 +534,7 @@ def _plan(spec: LLMSpec, target: Target) -> tuple[catalog.ModelFacts | None, siz
             f"{P}.gpu: {spec.gpu} cannot hold {spec.model} on {target.cluster or 'this cluster'}: "
             f"{plan.shortfall}",
         )
-    return facts, plan, "estimated" if facts.estimated else "catalog"
+    return facts, plan, source
 
 
 def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
@@ -451,7 +619,7 @@ def _status(
         "gpus": plan.gpus,
         "tensorParallelSize": plan.tensor_parallel_size,
         "gpuType": g.type or "assumed 80 GiB-class",
-        "gpuMemoryGiB": round(g.memory_gib, 1),
+        "gpuMemoryGiB": round(g.memory_gib, 2),
         "gpuAssumed": g.assumed,
         "gpuMemoryUtilization": plan.gpu_memory_utilization,
         "cpu": plan.cpu,
@@ -464,16 +632,54 @@ def _status(
     if facts is not None:
         s |= {
             "task": facts.task,
+            "architecture": facts.architecture,
             "weightsGiB": round(plan.weights_gib, 1),
             "kvCacheGiB": round(plan.kv_cache_gib, 1),
             "requiredGiB": round(plan.required_gib, 1),
             "availableGiB": round(plan.available_gib, 1),
             "fits": plan.fits,
+            # One GPU as vLLM divides it: what it reserves for the KV cache is
+            # utilisation x memory - weights - activation peak - non-torch memory.
+            "perGPU": {
+                "weightsGiB": round(plan.weights_gib / plan.gpus, 2),
+                "activationGiB": plan.activation_gib,
+                "nonTorchGiB": plan.non_torch_gib,
+                "kvCacheGiB": round(plan.kv_cache_gib / plan.gpus, 2),
+                "kvSafetyGiB": plan.kv_safety_gib,
+                "kvBytesPerToken": plan.kv_bytes_per_token,
+            },
+            "facts": _facts_status(facts, source),
+        }
+    if plan.engine is not None:
+        e = plan.engine
+        s["engine"] = {
+            "kvCacheDtype": e.kv_cache_dtype,
+            "maxNumBatchedTokens": e.max_num_batched_tokens,
+            "maxNumSeqs": e.max_num_seqs,
+            **({"overrides": list(e.overridden)} if e.overridden else {}),
         }
     max_len = dig(runtime, "spec", "model", "maxModelLen")
     if max_len:
         s["maxModelLen"] = max_len
+    elif "auto" in _given_max_len(runtime):
+        s["maxModelLen"] = "auto"
     return {"plan": s, "endpoint": endpoint}
+
+
+def _given_max_len(runtime: dict[str, Any]) -> list[str]:
+    args = dig(runtime, "spec", "vllmConfig", "extraArgs") or []
+    value = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)
+    return [value] if value else []
+
+
+def _facts_status(facts: catalog.ModelFacts, source: str) -> dict[str, Any]:
+    """Where the facts about the model came from (status.plan.facts)."""
+    out: dict[str, Any] = {"source": source}
+    if facts.provenance:
+        out["origin"] = {name: where for name, where in facts.provenance}
+    if source != "hub":
+        out["sources"] = list(facts.sources[:3])
+    return out
 
 
 def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome) -> None:
@@ -532,7 +738,7 @@ def _fetch(
     inputs: Inputs,
 ) -> Fetch:
     remote = target.provider_config is not None
-    job = resources.fetch_job_name(name, spec.model, image, hf_token)
+    job = resources.fetch_job_name(name, spec.model, image, hf_token, spec.engine.revision)
     key = f"{FETCH}-{job.rsplit('-', 1)[-1]}{target.suffix}"
     status = dig(_observed_manifest(inputs.observed.get(key), remote), "status")
     succeeded = dig(status, "succeeded")
@@ -752,6 +958,7 @@ def _build(
                 "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
             },
             memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+            revision=spec.engine.revision,
         ),
         out,
         suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
@@ -913,7 +1120,7 @@ def compose(inputs: Inputs) -> Outcome:
         if target is None:
             out.xr_ready = False
             return out
-        facts, plan, source = _plan(spec, target)
+        facts, plan, source = _plan(spec, target, inputs, out)
         image = spec.engine.image or inputs.engine_image
         if not image:
             out.fatal = (
@@ -921,19 +1128,14 @@ def compose(inputs: Inputs) -> Outcome:
                 f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
             )
             return out
-        near = catalog.near_id(spec.model) if facts is None or facts.estimated else None
-        if near:
-            out.warnings.append(
-                f"{P}.model: {spec.model} is not in the catalog, but {near} is: did you mean "
-                f"it? As written, the model is sized from its name only"
-            )
         out.warnings.extend(plan.warnings)
         if plan.host_capped:
             out.notes.append(f"engine requests lowered: {plan.host_capped}")
         if facts is None:
             out.warnings.append(
-                f"{spec.model} is not in the catalog and its name carries no size: deployed on "
-                f"the {plan.gpus} GPU(s) asked for, GPU memory not checked"
+                f"{spec.model} is not in the catalog, the Hub could not describe it and its "
+                f"name carries no size: deployed on the {plan.gpus} GPU(s) asked for, GPU "
+                "memory not checked"
             )
         name, runtime, current = _build(spec, target, facts, plan, image, inputs, out)
     except SpecError as e:

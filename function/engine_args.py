@@ -135,6 +135,25 @@ def last_value(args: Sequence[str], flag: str) -> str | None:
     return value
 
 
+_HUMAN_INT = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT])?$")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_int(value: str) -> int | None:
+    """A number as vLLM's `human_readable_int` reads it (vllm/engine/arg_utils.py): `32k` is
+    32000, `32K` 32768 (binary suffixes take whole numbers only), or None."""
+    match = _HUMAN_INT.match(value.strip())
+    if not match:
+        return None
+    number, suffix = match.groups()
+    if suffix is None:
+        return int(number) if number.isdigit() else None
+    if suffix in _DECIMAL:
+        return int(float(number) * _DECIMAL[suffix])
+    return int(number) * _BINARY[suffix] if number.isdigit() else None
+
+
 def _owner(name: str, owned: dict[str, tuple[str, str]]) -> str | None:
     """The owned flag `name` means: itself, or the one it abbreviates (argparse accepts a
     unique prefix of a long option)."""

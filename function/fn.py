@@ -1,17 +1,22 @@
 """The gRPC adapter: RunFunctionRequest -> plain data -> compose -> RunFunctionResponse.
 
-Nothing here decides anything; `function.compose` does. Whatever happens, the function
-answers: an unexpected error becomes a fatal result, never a crash.
+Nothing here decides anything; `function.compose` does. The adapter only performs the one
+lookup compose asks for (`hub_query`: the Hugging Face Hub, for a model the catalog lacks).
+Whatever happens, the function answers: an unexpected error becomes a fatal result, never a
+crash.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import grpc
 from crossplane.function import logging, request, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from function.compose import Inputs, Outcome, compose
+from function import hub
+from function.compose import Inputs, Outcome, compose, hub_query
 
 _STATUS = {
     "True": fnv1.STATUS_CONDITION_TRUE,
@@ -88,7 +93,14 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     ) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)
         try:
-            write(compose(inputs_from(req)), rsp)
+            inputs = inputs_from(req)
+            query = hub_query(inputs)
+            if query is not None:
+                # The one lookup compose cannot make: what the Hugging Face Hub says of a model
+                # the catalog lacks (cached, bounded by a deadline; function/hub.py).
+                answer = await hub.client().lookup_async(query.model, query.revision, query.token)
+                inputs = dataclasses.replace(inputs, hub=answer)
+            write(compose(inputs), rsp)
         except Exception as e:  # the function must answer whatever happens
             self.log.exception("unexpected error", tag=req.meta.tag)
             del rsp.results[:]

@@ -45,5 +45,8 @@ GPU_TYPES: dict[str, GpuType] = {
     for t, g in _DATA["gpus"].items()
 }
 
-# No cluster referenced: plan for an 80 GiB GPU on an 8-GPU node (the commonest large shape).
-ASSUMED_GPU = GpuShape(memory_gib=80.0, per_node=MAX_GPUS, type=None, assumed=True)
+# No cluster referenced: plan for an 80 GB-class GPU (an H100, as CUDA reports it) on an
+# 8-GPU node, the commonest large shape.
+ASSUMED_GPU = GpuShape(
+    memory_gib=GPU_TYPES["h100"].memory_gib, per_node=MAX_GPUS, type=None, assumed=True
+)

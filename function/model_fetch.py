@@ -19,11 +19,17 @@ import sys
 WEIGHTS = ("*.safetensors", "*.bin", "*.pt")
 SUPPORT = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja", "*.py", "tokenizer*")
 IGNORE = ("original/*", "original/**/*")
+# A Mistral-format repository (vLLM's `is_mistral_model_repo` plus params.json): the engine
+# loads `consolidated*.safetensors` (--load-format mistral), so the Hugging Face-format copy
+# of the same weights that such repositories often carry is not downloaded too.
+MISTRAL_WEIGHTS = "consolidated*.safetensors"
 
 
 def select(files: list[str]) -> list[str]:
-    """allow_patterns for snapshot_download: the first weight format present, plus configs
-    and tokenizer files."""
+    """allow_patterns for snapshot_download: the first weight format present (Mistral's own
+    in a Mistral-format repository), plus configs and tokenizer files."""
+    if "params.json" in files and any(fnmatch.fnmatch(f, MISTRAL_WEIGHTS) for f in files):
+        return [MISTRAL_WEIGHTS, *SUPPORT]
     weights = next((p for p in WEIGHTS if any(fnmatch.fnmatch(f, p) for f in files)), None)
     return ([weights] if weights else []) + list(SUPPORT)
 

@@ -249,10 +249,17 @@ def model_cache_claim(
     }
 
 
-def fetch_job_name(name: str, model: str, image: str, hf_token: tuple[str, str] | None) -> str:
+def fetch_job_name(
+    name: str,
+    model: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    revision: str | None = None,
+) -> str:
     """The download Job's name: a digest of what it downloads with, so a change runs a new
     Job (a Job's template cannot change)."""
-    digest = hashlib.sha256(json.dumps([model, image, hf_token]).encode()).hexdigest()[:8]
+    what = [model, image, hf_token] + ([revision] if revision else [])
+    digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:8]
     return f"{name[:47].rstrip('-')}-fetch-{digest}"
 
 
@@ -269,8 +276,10 @@ def model_fetch_job(
     deadline_seconds: int,
     requests: Mapping[str, str],
     memory_limit: str,
+    revision: str | None = None,
 ) -> dict[str, Any]:
-    """A Job that downloads `model` into the cache claim `name`, on the GPU pool (so a zonal
+    """A Job that downloads `model` (at `revision`, the one the engine's --revision names)
+    into the cache claim `name`, on the GPU pool (so a zonal
     volume lands where the engine can run), next to the engine's pod when one runs (a
     ReadWriteOnce volume attaches to one node)."""
     env: list[dict[str, Any]] = [
@@ -328,7 +337,8 @@ def model_fetch_job(
                         {
                             "name": "fetch",
                             "image": image,
-                            "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model],
+                            "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model]
+                            + ([revision] if revision else []),
                             "env": env,
                             "resources": {
                                 "requests": dict(requests),

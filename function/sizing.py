@@ -36,8 +36,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from function.catalog import GIB, ModelFacts
+from function import kv_cache
+from function.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.errors import FieldError
+from function.kv_cache import Allocator
 from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES, GpuShape
 
 GPU_FIELD = "spec.parameters.gpu"
@@ -47,18 +49,84 @@ GPU_PER_NODE_FIELD = "gpu.per_node"
 
 GPU_MEMORY_UTILIZATION = 0.9
 DTYPE = "auto"
-OVERHEAD_GIB_SINGLE_GPU = 2.0
-OVERHEAD_GIB_TENSOR_PARALLEL = 3.0
 USEFUL_CONTEXT_TOKENS = 32768
+# A replica whose KV cache holds less than this context (or the model's own, when shorter) is
+# not worth starting: a system prompt, a few tool definitions and one answer. Between this
+# and USEFUL_CONTEXT_TOKENS a plan serves with a shorter context and says so.
+MIN_SERVING_TOKENS = 4096
 MAX_MODEL_LEN_MULTIPLE = 1024
+
+# What vLLM holds besides weights and KV cache, from its own start-up profile (the engine
+# image's vLLM reserves `gpu_memory_utilization x total - weights - activation peak -
+# non-torch memory` for the KV cache: vllm/v1/worker/gpu_worker.py
+# `determine_available_memory`). Figures from vLLM 0.19.0's raw start-up logs on H100 in
+# llm-d's planner repository (commit d3121e0, 31 runs; the sampler path, Triton top-k/top-p,
+# is the one vLLM 0.17.1 takes for 8 or more requests):
+# - the activation peak is the dummy sampler run over max_num_seqs x vocabulary logits:
+#   15.2-15.8 bytes per logit for dense models (Llama-3.1-8B 1.89 GiB, Qwen2.5-7B 2.21,
+#   gemma-2 3.62-3.66, gemma-3 3.89-3.99, phi-2 0.79 at 1024 x vocab), up to 16.2 where the
+#   forward pass adds a little; 16.5 covers every run;
+SAMPLER_BYTES_PER_LOGIT = 16.5
+# - mixture-of-experts layers keep fused-MoE workspaces of max_num_batched_tokens x top-k x
+#   (3 x expert width / TP) and x hidden, in the model dtype, on top of it (Mixtral-8x7B TP2
+#   1.21 GiB, Qwen3-30B-A3B 2.68, DeepSeek-V2-Lite 1.93, Llama-4-Scout TP4 3.19: within
+#   0.12 GiB, none under);
+# - a pooling model runs no sampler: its peak is one forward pass over max_num_batched_tokens
+#   (gate/up and activation of the MLP, 3 x intermediate / TP, plus 4 x hidden), 16-bit;
+# - non-torch memory (CUDA context growth, NCCL and custom all-reduce buffers) is 0.24-0.27
+#   GiB on one GPU and 2.07-2.21 GiB per GPU with tensor parallelism.
+NON_TORCH_GIB_SINGLE_GPU = 0.3
+NON_TORCH_GIB_TENSOR_PARALLEL = 2.25
+# CUDA graphs (0.6-1.8 GiB in the same logs) are captured after the KV cache is allocated,
+# in the memory gpu_memory_utilization leaves free, so they take nothing from the plan.
+#
+# The context is chosen below what the KV cache holds by this share of the KV memory (at
+# least KV_SAFETY_MIN_GIB): the activation figures above spread by 0.1-0.3 GiB between
+# vLLM versions and models, CUDA's total memory varies by up to 0.2 GiB with the driver
+# (function/limits.yaml takes the lowest cited), and weights load up to about 1 % above the
+# checkpoint. vLLM refuses to start when one request of max_model_len does not fit.
+KV_SAFETY_FRACTION = 0.10
+KV_SAFETY_MIN_GIB = 0.25
+# vLLM's batch defaults for its OpenAI server (vllm/engine/arg_utils.py `get_batch_defaults`):
+# GPUs of 70 GiB or more that are not A100s batch 8192 tokens and 1024 sequences, others
+# 2048 and 256.
+LARGE_GPU_GIB = 70.0
+BATCH_DEFAULTS = {True: (8192, 1024), False: (2048, 256)}
 SMALL_EMBEDDING_PARAMS_B = 1.0
 MAX_GPU_MEMORY_GIB = 4096.0
+# The sampler's vocabulary when a model's is not known: Llama 3's, the middle of the catalog's
+# (32064 for Phi-3 up to 262208 for Gemma 3).
+DEFAULT_VOCAB = 128256
 MAX_GPUS_PER_NODE = 64
 
 # GPU sizes named in hints when nothing fits, smallest first (function/limits.yaml).
 KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = tuple(
     sorted((g.memory_gib, g.name) for g in GPU_TYPES.values())
 )
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The vLLM settings the memory model depends on: the function's defaults, or what the
+    claim's engine.extraArgs set (status.plan.engine says which)."""
+
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    kv_cache_dtype: str = "auto"
+    max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU
+    max_num_seqs: int | None = None
+    overridden: tuple[str, ...] = ()  # the flags the claim set
+
+    def batch(self, gpu: GpuShape, pooling: bool, max_model_len: int) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) as vLLM 0.17.1 resolves them for its
+        OpenAI server (`_set_default_max_num_seqs_and_batched_tokens_args`)."""
+        large = gpu.memory_gib >= LARGE_GPU_GIB and "a100" not in (gpu.type or "")
+        tokens, seqs = BATCH_DEFAULTS[large]
+        seqs = self.max_num_seqs or seqs
+        if self.max_num_batched_tokens:
+            return self.max_num_batched_tokens, seqs
+        if pooling:  # no chunked prefill: a whole sequence is one batch
+            tokens = max(max_model_len, tokens)
+        return min(seqs * max(1, max_model_len), tokens), seqs
 
 
 @dataclass(frozen=True)
@@ -86,6 +154,13 @@ class Plan:
     shortfall: str | None = None
     # How cpu and memory were lowered to fit the GPU node (None: as the rules say).
     host_capped: str | None = None
+    # The memory model, per GPU (vLLM's own terms), and the engine settings it assumed.
+    engine: EngineSettings | None = None
+    activation_gib: float = 0.0
+    non_torch_gib: float = 0.0
+    kv_safety_gib: float = 0.0
+    kv_bytes_per_token: int = 0  # per GPU, as the context grows
+    context_auto: bool = False  # vLLM fits max_model_len itself (--max-model-len auto)
 
 
 class SizingError(FieldError):
@@ -141,7 +216,7 @@ def _check_facts(facts: ModelFacts) -> None:
     min_vram = getattr(facts, "min_vram_gib", None)
     if min_vram is not None and not _finite_positive(min_vram):
         bad.append("min_vram_gib")
-    if getattr(facts, "task", None) not in ("generate", "embed"):
+    if getattr(facts, "task", None) not in ("generate", "embed", "score"):
         bad.append("task")
     if bad:
         raise SizingError(
@@ -180,34 +255,121 @@ def valid_gpu_counts(facts: ModelFacts, max_gpus: int) -> list[int]:
 # --------------------------------------------------------------------------- memory model
 
 
-def _overhead_per_gpu(gpus: int) -> float:
-    return OVERHEAD_GIB_SINGLE_GPU if gpus == 1 else OVERHEAD_GIB_TENSOR_PARALLEL
+def _pooling(facts: ModelFacts) -> bool:
+    return facts.task != "generate"
 
 
-def _kv_bytes_all_gpus(facts: ModelFacts, gpus: int) -> int:
-    """KV bytes per token summed over all GPUs (heads are replicated past the KV head count)."""
-    return facts.kv_bytes_per_token * max(1, math.ceil(gpus / facts.kv_heads))
+def _allocator(facts: ModelFacts, gpus: int, engine: EngineSettings, batched: int) -> Allocator:
+    kv_dtype = engine.kv_cache_dtype if engine.kv_cache_dtype != "auto" else facts.kv_cache_dtype
+    return Allocator(
+        tensor_parallel=gpus,
+        dtype_bytes=KV_DTYPE_BYTES.get(kv_dtype, 2),
+        max_num_batched_tokens=batched,
+        hybrid=facts.hybrid_kv,
+    )
 
 
 def _useful_tokens(facts: ModelFacts) -> int:
-    return 0 if facts.task == "embed" else min(facts.context_length, USEFUL_CONTEXT_TOKENS)
+    """The context a plan must hold to be useful: a long chat or agent turn; a pooling model
+    embeds whole inputs, so all of its context."""
+    if _pooling(facts):
+        return facts.context_length
+    return min(facts.context_length, USEFUL_CONTEXT_TOKENS)
 
 
-def _required_gib(facts: ModelFacts, gpus: int) -> float:
-    kv = _useful_tokens(facts) * _kv_bytes_all_gpus(facts, gpus) / GIB
-    need = facts.weights_gib + gpus * _overhead_per_gpu(gpus) + kv
-    return max(need, facts.min_vram_gib or 0.0)
+@dataclass(frozen=True)
+class _Memory:
+    """One GPU's memory as vLLM divides it, for `gpus` GPUs of a replica."""
+
+    gpus: int
+    requested: float  # gpu_memory_utilization x total
+    weights: float
+    activation: float
+    non_torch: float
+    allocator: Allocator
+    batched: int
+    seqs: int
+
+    @property
+    def kv_budget(self) -> float:
+        """What vLLM gives the KV cache on this GPU."""
+        return self.requested - self.weights - self.activation - self.non_torch
+
+    @property
+    def safety(self) -> float:
+        return max(KV_SAFETY_FRACTION * max(self.kv_budget, 0.0), KV_SAFETY_MIN_GIB)
+
+    @property
+    def kv_usable(self) -> float:
+        """The KV cache the plan sizes the context for: the budget less the safety margin."""
+        return self.kv_budget - self.safety
 
 
-def _available_gib(gpu: GpuShape, gpus: int) -> float:
-    return gpus * gpu.memory_gib * GPU_MEMORY_UTILIZATION
+def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> float:
+    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT)."""
+    hidden = facts.hidden_size
+    if _pooling(facts):
+        width = 3 * (facts.intermediate_size or 4 * hidden) // gpus + 4 * hidden
+        return batched * width * 2 / GIB
+    vocab = facts.vocab_size or DEFAULT_VOCAB
+    peak = SAMPLER_BYTES_PER_LOGIT * seqs * vocab
+    if facts.experts_per_token and facts.moe_intermediate_size:
+        topk = facts.experts_per_token
+        peak += batched * topk * (3 * facts.moe_intermediate_size // gpus + hidden) * 2
+    return peak / GIB
 
 
-def _offer(gpu: GpuShape, gpus: int) -> str:
+def _memory(
+    facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings, max_model_len: int
+) -> _Memory:
+    batched, seqs = engine.batch(gpu, _pooling(facts), max_model_len)
+    return _Memory(
+        gpus=gpus,
+        requested=gpu.memory_gib * engine.gpu_memory_utilization,
+        weights=facts.weights_gib / gpus,
+        activation=_activation_gib(facts, gpus, batched, seqs),
+        non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
+        allocator=_allocator(facts, gpus, engine, batched),
+        batched=batched,
+        seqs=seqs,
+    )
+
+
+def _kv_gib(facts: ModelFacts, memory: _Memory, tokens: int) -> float:
+    """KV memory one request of `tokens` takes on one GPU."""
+    return kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB
+
+
+def _required_gib(
+    facts: ModelFacts,
+    gpus: int,
+    gpu: GpuShape,
+    engine: EngineSettings,
+    tokens: int | None = None,
+) -> tuple[float, _Memory]:
+    """GPU memory per GPU the model needs to serve one request of `tokens` (None: a useful
+    one), safety included."""
+    tokens = tokens or _useful_tokens(facts)
+    memory = _memory(facts, gpus, gpu, engine, tokens)
+    kv = _kv_gib(facts, memory, tokens)
+    need = memory.weights + memory.activation + memory.non_torch + kv
+    need += max(KV_SAFETY_MIN_GIB, kv * KV_SAFETY_FRACTION / (1 - KV_SAFETY_FRACTION))
+    if facts.min_vram_gib:
+        need = max(need, facts.min_vram_gib / gpus)
+    return need, memory
+
+
+def _fits(facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings) -> bool:
+    need, memory = _required_gib(facts, gpus, gpu, engine)
+    return need <= memory.requested
+
+
+def _offer(gpu: GpuShape, gpus: int, engine: EngineSettings) -> str:
     verb = "offers" if gpus == 1 else "offer"
+    util = engine.gpu_memory_utilization
     return (
-        f"{gpus} x {gpu.memory_gib:g} GiB {_gpus_word(gpus)} at {GPU_MEMORY_UTILIZATION:g} "
-        f"utilisation {verb} {_available_gib(gpu, gpus):.0f} GiB"
+        f"{gpus} x {gpu.memory_gib:g} GiB {_gpus_word(gpus)} at {util:g} "
+        f"utilisation {verb} {gpus * gpu.memory_gib * util:.0f} GiB"
     )
 
 
@@ -215,21 +377,30 @@ def _gpus_word(gpus: int) -> str:
     return "GPU" if gpus == 1 else "GPUs"
 
 
-def _bigger_gpu_hint(facts: ModelFacts, gpus: int) -> str:
-    per_gpu = _required_gib(facts, gpus) / (gpus * GPU_MEMORY_UTILIZATION)
-    known = next((label for size, label in KNOWN_GPU_SIZES if size >= per_gpu), None)
+def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> str:
+    known = None
+    for size, label in KNOWN_GPU_SIZES:
+        shape = GpuShape(memory_gib=size, per_node=gpus, type=None, assumed=True)
+        if _fits(facts, gpus, shape, engine):
+            known = label
+            break
     example = (
         f" (e.g. {known})"
         if known
         else " (larger than an H200: the model needs multi-node serving, which is not supported)"
     )
+    need, _ = _required_gib(
+        facts, gpus, GpuShape(memory_gib=1e6, per_node=gpus, type=None, assumed=True), engine
+    )
+    per_gpu = need / engine.gpu_memory_utilization
     return (
         f"{gpus} {_gpus_word(gpus)} with at least {math.ceil(per_gpu)} GiB each would do{example}"
     )
 
 
-def choose_gpus(facts: ModelFacts, gpu: GpuShape) -> int:
+def choose_gpus(facts: ModelFacts, gpu: GpuShape, engine: EngineSettings | None = None) -> int:
     """The smallest valid GPU count whose memory holds the model; SizingError when none does."""
+    engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
     counts = valid_gpu_counts(facts, gpu.per_node)
@@ -241,14 +412,15 @@ def choose_gpus(facts: ModelFacts, gpu: GpuShape) -> int:
             f"{facts.attention_heads} attention heads of {facts.id} evenly",
         )
     for n in counts:
-        if _required_gib(facts, n) <= _available_gib(gpu, n):
+        if _fits(facts, n, gpu, engine):
             return n
     most = counts[-1]
+    need, _ = _required_gib(facts, most, gpu, engine)
     raise SizingError(
         GPU_FIELD,
         None,
-        f"{facts.id} needs about {_required_gib(facts, most):.0f} GiB of GPU memory, more than "
-        f"a node offers: {_offer(gpu, most)}; {_bigger_gpu_hint(facts, most)}",
+        f"{facts.id} needs about {need * most:.0f} GiB of GPU memory, more than "
+        f"a node offers: {_offer(gpu, most, engine)}; {_bigger_gpu_hint(facts, most, engine)}",
     )
 
 
@@ -344,44 +516,52 @@ def fit_to_node(plan: Plan, cpu_millicores: int, memory_mib: int, where: str) ->
     )
 
 
-def _max_model_len(facts: ModelFacts, gpus: int, kv_cache_gib: float) -> int:
-    if facts.task == "embed":
-        return facts.context_length if kv_cache_gib > 0 else 0
-    per_token = _kv_bytes_all_gpus(facts, gpus)
-    if per_token == 0:
-        return facts.context_length
-    tokens = int(kv_cache_gib * GIB // per_token)
-    if tokens >= facts.context_length:
-        return facts.context_length
-    return tokens // MAX_MODEL_LEN_MULTIPLE * MAX_MODEL_LEN_MULTIPLE
+def _max_model_len(facts: ModelFacts, memory: _Memory) -> int:
+    """The largest context one request of which fits the usable KV cache (the model's own
+    when it does; else a multiple of 1024, which every block size divides); 0 when not even
+    1024 tokens fit."""
+    return kv_cache.max_len(
+        facts.kv_layers,
+        memory.allocator,
+        memory.kv_usable * GIB,
+        facts.context_length,
+        MAX_MODEL_LEN_MULTIPLE,
+    )
 
 
-def plan(facts: ModelFacts, gpus: int | None, gpu: GpuShape) -> Plan:
-    """Size a vLLM deployment of ``facts`` on ``gpus`` (None: choose) GPUs of shape ``gpu``."""
+def plan(
+    facts: ModelFacts, gpus: int | None, gpu: GpuShape, engine: EngineSettings | None = None
+) -> Plan:
+    """Size a vLLM deployment of ``facts`` on ``gpus`` (None: choose) GPUs of shape ``gpu``,
+    with the engine settings the claim gives (None: the function's defaults)."""
+    engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
-    n = choose_gpus(facts, gpu) if gpus is None else _checked_gpus(facts, gpus, gpu)
+    n = choose_gpus(facts, gpu, engine) if gpus is None else _checked_gpus(facts, gpus, gpu)
 
-    available = _available_gib(gpu, n)
-    required = _required_gib(facts, n)
-    kv_cache = max(0.0, available - facts.weights_gib - n * _overhead_per_gpu(n))
-    max_model_len = _max_model_len(facts, n, kv_cache)
-    fits = required <= available and max_model_len > 0
-    embed = facts.task == "embed"
+    need, _ = _required_gib(facts, n, gpu, engine)
+    memory = _memory(facts, n, gpu, engine, facts.context_length)
+    max_model_len = _max_model_len(facts, memory) if memory.kv_usable > 0 else 0
+    pooling = _pooling(facts)
+    least = facts.context_length if pooling else min(facts.context_length, MIN_SERVING_TOKENS)
+    least_need, _ = _required_gib(facts, n, gpu, engine, least)
+    fits = least_need <= memory.requested and max_model_len >= least
 
     warnings: list[str] = []
     shortfall = None
     if not fits:
-        message = f"{facts.id} needs about {required:.0f} GiB of GPU memory; {_offer(gpu, n)}"
+        message = (
+            f"{facts.id} needs about {need * n:.0f} GiB of GPU memory; {_offer(gpu, n, engine)}"
+        )
         larger = [
             c
             for c in valid_gpu_counts(facts, gpu.per_node)
-            if c > n and _required_gib(facts, c) <= _available_gib(gpu, c)
+            if c > n and _fits(facts, c, gpu, engine)
         ]
-        hint = f"gpu: {larger[0]} would fit" if larger else _bigger_gpu_hint(facts, n)
+        hint = f"gpu: {larger[0]} would fit" if larger else _bigger_gpu_hint(facts, n, engine)
         shortfall = f"{message}; {hint}"
         warnings.append(shortfall)
-    elif not embed and max_model_len < facts.context_length:
+    elif facts.context_known and max_model_len < facts.context_length:
         warnings.append(
             f"max_model_len is {max_model_len} tokens, below the {facts.context_length} tokens "
             f"{facts.id} supports: the KV cache left on {n} x {gpu.memory_gib:g} GiB "
@@ -389,32 +569,40 @@ def plan(facts: ModelFacts, gpus: int | None, gpu: GpuShape) -> Plan:
         )
     if facts.estimated:
         warnings.append(
-            f"{facts.id} is not in the catalog: its size ({facts.total_params_b:g}B "
-            f"parameters, {facts.precision}) and shape are estimated from its name"
+            f"{facts.id} is not in the catalog and the Hugging Face Hub could not be asked: its "
+            f"size ({facts.total_params_b:g}B parameters, {facts.precision}) and shape are "
+            "estimated from its name"
         )
 
-    cpu, memory, shm = _host_resources(facts, n)
+    cpu, host_memory, shm = _host_resources(facts, n)
+    kv_all = max(0.0, memory.kv_budget) * n
     return Plan(
         gpus=n,
         tensor_parallel_size=n,
         gpu=gpu,
-        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
         dtype=DTYPE,
         weights_gib=round(facts.weights_gib, 1),
-        kv_cache_gib=round(kv_cache, 1),
-        max_model_len=max_model_len,
-        required_gib=round(required, 1),
-        available_gib=round(available, 1),
+        kv_cache_gib=round(kv_all, 1),
+        max_model_len=max_model_len if facts.context_known else 0,
+        required_gib=round(need * n, 1),
+        available_gib=round(memory.requested * n, 1),
         fits=fits,
         cpu=cpu,
-        memory=memory,
+        memory=host_memory,
         shm_size=shm,
         env=(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),) if n > 1 else (),
-        runner="pooling" if embed else None,
-        enable_prefix_caching=not embed,
-        enable_chunked_prefill=not embed,
+        runner="pooling" if pooling else None,
+        enable_prefix_caching=not pooling,
+        enable_chunked_prefill=not pooling,
         warnings=tuple(warnings),
         shortfall=shortfall,
+        engine=replace(engine, max_num_batched_tokens=memory.batched, max_num_seqs=memory.seqs),
+        activation_gib=round(memory.activation, 2),
+        non_torch_gib=memory.non_torch,
+        kv_safety_gib=round(memory.safety, 2),
+        kv_bytes_per_token=kv_cache.bytes_per_token(facts.kv_layers, memory.allocator),
+        context_auto=not facts.context_known,
     )
 
 
@@ -442,7 +630,7 @@ def plan_without_facts(gpus: int, gpu: GpuShape) -> Plan:
         kv_cache_gib=0.0,
         max_model_len=0,
         required_gib=0.0,
-        available_gib=round(_available_gib(gpu, gpus), 1),
+        available_gib=round(gpu.memory_gib * GPU_MEMORY_UTILIZATION * gpus, 1),
         fits=True,
         cpu=cpu,
         memory=memory,

@@ -20,6 +20,10 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# A Hugging Face revision: a branch, tag or commit (no spaces, no path tricks).
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+# --kv-cache-dtype values vLLM 0.17.1 accepts on CUDA (vllm/config/cache.py CacheDType).
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 DEFAULT_HF_TOKEN_SECRET = "hf-token"
 DEFAULT_HF_TOKEN_KEY = "token"
@@ -45,6 +49,12 @@ class EngineOverrides:
     env: tuple[tuple[str, str], ...] = ()
     # --max-model-len given in extra_args (a whole number of tokens), which vLLM then uses.
     extra_max_model_len: int | None = None
+    # Settings the memory model depends on, when extra_args set them (vLLM reads the last).
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    revision: str | None = None
 
     @property
     def context(self) -> int | None:
@@ -225,13 +235,69 @@ def _engine(params: dict) -> EngineOverrides:
     if found:
         raise SpecError(found[0].field, None, "; ".join(p.message for p in found))
     given = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)
+    given_len = engine_args.human_int(given) if given is not None else None
     return EngineOverrides(
         image=image,
         max_model_len=max_len,
         extra_args=tuple(args),
         env=tuple(env),
-        extra_max_model_len=int(given) if given and given.isdigit() and int(given) > 0 else None,
+        extra_max_model_len=given_len if given_len and given_len > 0 else None,
+        **_memory_settings(args),
     )
+
+
+def _memory_settings(args: list[str]) -> dict[str, Any]:
+    """The extraArgs the memory model reads, checked the way vLLM's parser checks them."""
+    where = f"{P}.engine.extraArgs"
+    out: dict[str, Any] = {}
+    util = engine_args.last_value(args, "--gpu-memory-utilization")
+    if util is not None:
+        try:
+            value = float(util)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 1:
+            raise SpecError(
+                where,
+                util,
+                f"{where}: --gpu-memory-utilization {util!r} is not a fraction of the GPU's "
+                "memory; use a number above 0 and at most 1, e.g. 0.95",
+            )
+        out["gpu_memory_utilization"] = value
+    dtype = engine_args.last_value(args, "--kv-cache-dtype")
+    if dtype is not None:
+        if dtype not in KV_CACHE_DTYPES:
+            raise SpecError(
+                where,
+                dtype,
+                f"{where}: --kv-cache-dtype {dtype!r} is not one vLLM offers on NVIDIA GPUs; "
+                f"use one of {', '.join(KV_CACHE_DTYPES)}",
+            )
+        out["kv_cache_dtype"] = dtype
+    for flag, key in (
+        ("--max-num-batched-tokens", "max_num_batched_tokens"),
+        ("--max-num-seqs", "max_num_seqs"),
+    ):
+        given = engine_args.last_value(args, flag)
+        if given is None:
+            continue
+        number = engine_args.human_int(given)
+        if number is None or number < 1:
+            raise SpecError(
+                where, given, f"{where}: {flag} {given!r} is not a whole number above 0"
+            )
+        out[key] = number
+    revision = engine_args.last_value(args, "--revision")
+    if revision is not None:
+        if not REVISION.match(revision):
+            raise SpecError(
+                where,
+                revision,
+                f"{where}: --revision {revision!r} is not a branch, tag or commit of the model "
+                "repository",
+            )
+        out["revision"] = revision
+    return out
 
 
 STORAGE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(Gi|Ti)$")

@@ -17,6 +17,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 # In-process CLI tests render one claim after another: forking a test process (xdist's own
 # threads) is not safe. tests/unit/test_cli.py runs the parallel path in a subprocess.
 os.environ.setdefault("DOT_INFERENCE_JOBS", "1")
+# No test touches the network: the function's Hub client answers "offline" unless a test
+# points it at the recorded Hub (tests/hub_server.py) with its own client.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.pop("HF_ENDPOINT", None)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "package"

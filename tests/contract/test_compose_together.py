@@ -15,6 +15,7 @@ from conftest import EXAMPLES, PACKAGE, load_yaml
 
 from dot_inference.apiserver import validate_objects
 from dot_inference.crossplane import documents, render
+from function.limits import GPU_TYPES
 
 PKG = documents.load_package(PACKAGE)
 
@@ -67,67 +68,33 @@ def assert_valid(result: render.RenderResult, xr: dict[str, Any]) -> None:
     assert report.invalid == [] and report.no_schema == [], (report.invalid, report.no_schema)
 
 
-# Each provider's GPU drives the count: Qwen2.5-32B (bf16, ~80 GiB with a 32K context).
+# Each provider's GPU drives the count; memory per GPU as function/limits.yaml gives it (CUDA's
+# figure), so the cluster status and the plan agree on one table.
 SIZING = [
-    (
-        "aws: 4 x L4 (22.5 GiB) per node",
-        "cluster-aws.yaml",
-        "Qwen/Qwen2.5-32B-Instruct",
-        4,
-        "l4",
-        22.5,
-    ),
-    (
-        "existing: 8 x H100 (79.6 GiB)",
-        "cluster-existing.yaml",
-        "Qwen/Qwen2.5-72B-Instruct",
-        4,
-        "h100",
-        79.6,
-    ),
-    (
-        "google: 8 x H200 (140.4 GiB)",
-        "cluster-with-models.yaml",
-        "Qwen/Qwen2.5-32B-Instruct",
-        1,
-        "h200",
-        140.4,
-    ),
-    (
-        "google: 1 x L4, a small model",
-        "cluster-google.yaml",
-        "Qwen/Qwen2.5-3B-Instruct",
-        1,
-        "l4",
-        22.5,
-    ),
-    (
-        "local: 1 x L4, an embedding model",
-        "cluster-local.yaml",
-        "BAAI/bge-base-en-v1.5",
-        1,
-        "l4",
-        22.5,
-    ),
+    ("aws: 4 x L4 per node", "cluster-aws.yaml", "Qwen/Qwen2.5-14B-Instruct", 4, "l4"),
+    ("existing: 8 x H100", "cluster-existing.yaml", "Qwen/Qwen2.5-72B-Instruct", 4, "h100"),
+    ("google: 8 x H200", "cluster-with-models.yaml", "Qwen/Qwen2.5-32B-Instruct", 1, "h200"),
+    ("google: 1 x L4, a small model", "cluster-google.yaml", "Qwen/Qwen2.5-3B-Instruct", 1, "l4"),
+    ("local: 1 x L4, an embedding model", "cluster-local.yaml", "BAAI/bge-base-en-v1.5", 1, "l4"),
     (
         "google H200: Kimi-K2.5 on one node",
         "cluster-with-models.yaml",
         "moonshotai/Kimi-K2.5",
         8,
         "h200",
-        140.4,
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("example", "model", "gpus", "gpu_type", "memory"),
+    ("example", "model", "gpus", "gpu_type"),
     [c[1:] for c in SIZING],
     ids=[c[0] for c in SIZING],
 )
 def test_cluster_gpu_drives_the_gpu_count(
-    example: str, model: str, gpus: int, gpu_type: str, memory: float
+    example: str, model: str, gpus: int, gpu_type: str
 ) -> None:
+    memory = GPU_TYPES[gpu_type].memory_gib
     cluster = cluster_state(example)
     xr = llm(model, cluster)
     result = _render(xr, [cluster])
@@ -154,7 +121,7 @@ REFUSALS = [
         "model that fits no node: the numbers",
         "cluster-google.yaml",
         {"model": "moonshotai/Kimi-K2.5"},
-        ["needs about 665 GiB", "1 x 22.5 GiB GPU"],
+        ["needs about 665 GiB", f"1 x {GPU_TYPES['l4'].memory_gib:g} GiB GPU"],
     ),
     (
         "explicit gpu above GPUs per node",

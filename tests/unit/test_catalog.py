@@ -6,9 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from function.catalog import (
     BYTES_PER_PARAM,
+    CATALOG_PATH,
     CatalogError,
     ModelFacts,
     catalog_ids,
@@ -19,6 +21,14 @@ from function.catalog import (
     near_id,
     resolve,
 )
+
+CATALOG_DATA = yaml.safe_load(CATALOG_PATH.read_text())
+# Each catalog entry as written, with its family's keys (what the entry inherits).
+RAW_ENTRIES = {
+    m["id"]: {**{k: v for k, v in fam.items() if k != "models"}, **m}
+    for fam in CATALOG_DATA["families"].values()
+    for m in fam.get("models") or []
+}
 
 # --------------------------------------------------------------------------- coverage
 
@@ -83,17 +93,25 @@ def test_catalog_entry_is_consistent(model_id: str) -> None:
     facts = lookup(model_id)
     assert isinstance(facts, ModelFacts)
     assert facts.family != "unknown"
-    assert facts.task in ("generate", "embed")
+    assert facts.task in ("generate", "embed", "score")
     assert facts.attention_heads % facts.kv_heads == 0
     assert 0 < facts.active_params_b <= facts.total_params_b
     assert facts.layers > 0 and facts.head_dim > 0
     assert facts.precision in BYTES_PER_PARAM
     assert facts.context_length >= 512
     assert facts.weights_gib > 0 and math.isfinite(facts.weights_gib)
-    assert facts.kv_bytes_per_token > 0
+    # Every catalog model names its architecture (families by architecture), and every one
+    # of its layers is in the KV layout.
+    assert facts.architecture != "unknown"
+    assert sum(g.count for g in facts.kv_layers) == facts.layers
+    encoder = all(g.kind == "none" for g in facts.kv_layers)
+    windowed = all(g.kind == "sliding" for g in facts.kv_layers)
+    # KV grows with the context unless every layer is an encoder's (no cache) or windowed.
+    assert (facts.kv_bytes_per_token > 0) is not (encoder or windowed)
+    assert facts.vocab_size > 0
     assert facts.sources and all(isinstance(s, str) and s for s in facts.sources)
     assert isinstance(facts.extra_args, tuple)
-    if facts.task == "embed":
+    if facts.task != "generate":
         assert facts.tool_call_parser is None and facts.reasoning_parser is None
     # Case-insensitive, whitespace-tolerant lookup gives the same object.
     assert lookup(f"  {model_id.upper()} ") is facts
@@ -325,9 +343,21 @@ ESTIMATES = [
     ("mixedbread-ai/mxbai-embed-large-v1", dict(task="embed", total_params_b=0.335, layers=24)),
     ("sentence-transformers/all-MiniLM-L6-v2", dict(task="embed", total_params_b=0.033)),
     ("Alibaba-NLP/gte-base-en-v1.5", dict(task="embed", total_params_b=0.109)),
+    # A decoder-sized e5 is not one of the family's 512-token BERT encoders: no family, the
+    # decoder embedding default context, and a KV cache (issue 12: e5-mistral got 512).
     (
-        "intfloat/e5-mistral-7b-instruct",
-        dict(family="e5", task="embed", total_params_b=7.0, precision="bf16", context_length=512),
+        "intfloat/e5-mistral-13b-instruct",
+        dict(family="e5-mistral", task="embed", total_params_b=13.0, context_length=4096),
+    ),
+    (
+        "intfloat/e5-llama-13b-instruct",
+        dict(
+            family="unknown",
+            task="embed",
+            total_params_b=13.0,
+            precision="bf16",
+            context_length=4096,
+        ),
     ),
     (
         "Qwen/Qwen3-Embedding-4B",
@@ -467,7 +497,26 @@ BROKEN_CATALOGS = [
     ("bad-precision", GOOD_ENTRY + "        precision: fp3\n", "unknown precision"),
     ("active-above-total", GOOD_ENTRY + "        active_params_b: 2.0\n", "active_params_b"),
     ("zero-layers", GOOD_ENTRY.replace("layers: 2", "layers: 0"), "layers must be positive"),
-    ("mla-without-rank", GOOD_ENTRY + "        attention: mla\n", "kv_lora_rank"),
+    (
+        "mla-without-rank",
+        GOOD_ENTRY.replace("kv_heads: 2", "kv_heads: 1").replace(
+            "attention_heads: 4", "attention_heads: 4"
+        )
+        + "        attention: mla\n",
+        "kv_lora_rank",
+    ),
+    ("bad-task", GOOD_ENTRY + "        task: chat\n", "task must be one of"),
+    ("bad-kv-dtype", GOOD_ENTRY + "        kv_cache_dtype: fp4\n", "kv_cache_dtype"),
+    (
+        "layer-types-miscount",
+        GOOD_ENTRY + "        layer_types: [full_attention]\n",
+        "layer_types must name 2 layers",
+    ),
+    (
+        "sliding-without-window",
+        GOOD_ENTRY + "        layer_types: [sliding_attention, full_attention]\n",
+        "sliding_window must be a int",
+    ),
 ]
 
 
@@ -513,8 +562,13 @@ def test_weights_on_the_gpu_are_the_served_width_of_the_checkpoint(model_id: str
     except a float32 checkpoint, which `--dtype auto` serves in 16 bits."""
     facts = lookup(model_id)
     assert facts is not None
+    entry = RAW_ENTRIES[model_id]
+    if "loaded_gib" in entry:  # measured in vLLM's own log (the entry cites it)
+        assert facts.weights_gib == pytest.approx(entry["loaded_gib"] * entry.get("load_factor", 1))
+        return
     ratio = 0.5 if facts.precision == "fp32" else 1.0
-    assert facts.weights_gib == pytest.approx(facts.checkpoint_gib * ratio)
+    factor = entry.get("load_factor", 1.0)  # loaded above the checkpoint, measured and cited
+    assert facts.weights_gib == pytest.approx(facts.checkpoint_gib * ratio * factor)
 
 
 # Ids the catalog does not list, estimated from the name and the family their prefix names.

@@ -82,13 +82,13 @@ def test_a_claim_the_api_server_would_refuse(
 SUMMARIES = [
     (
         "llm-qwen-on-aws.yaml",
-        "dot-inference: LLMInference a-team/qwen-32b: Qwen/Qwen2.5-32B-Instruct on 4 x l4 "
-        "(22.5 GiB), context 32768, fits, http://qwen.inference-aws.example.com, 5 resources",
+        "dot-inference: LLMInference a-team/qwen-14b: Qwen/Qwen2.5-14B-Instruct on 4 x l4 "
+        "(21.95 GiB), context 32768, fits, http://qwen.inference-aws.example.com, 5 resources",
     ),
     (
         "llm-kimi.yaml",
-        "dot-inference: LLMInference a-team/kimi: moonshotai/Kimi-K2.5 on 8 x an assumed 80 "
-        "GiB GPU, does NOT fit, http://kimi.127.0.0.1.nip.io, 4 resources, 2 warning(s): "
+        "dot-inference: LLMInference a-team/kimi: moonshotai/Kimi-K2.5 on 8 x an assumed "
+        "79.11 GiB GPU, does NOT fit, http://kimi.127.0.0.1.nip.io, 4 resources, 2 warning(s): "
         "moonshotai/Kimi-K2.5 needs about 665 GiB of GPU memory",
     ),
     (

@@ -259,7 +259,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 },
             },
             "conditions": {
-                "GPUMemory": ("True", "Fits", "~offer 72 GiB"),
+                "GPUMemory": ("True", "Fits", "~offer 71 GiB"),
                 "Serving": ("False", "Downloading", "~starts once the model is in its cache"),
                 "ModelCache": ("False", "Downloading", "~PersistentVolumeClaim a-team/qwen"),
             },
@@ -315,6 +315,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                                 "--trust-remote-code",
                                 "--reasoning-parser",
                                 "kimi_k2",
+                                # A vision-language model: images per prompt bounded.
+                                "--limit-mm-per-prompt",
+                                '{"image":4}',
                                 "--mm-encoder-tp-mode",
                                 "data",
                             ],
@@ -328,7 +331,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 }
             },
             "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~needs about 665 GiB")},
-            "status": {"plan": {"fits": False, "requiredGiB": 665.0, "availableGiB": 576.0}},
+            "status": {"plan": {"fits": False, "requiredGiB": 665.0, "availableGiB": 569.6}},
             "fatal": None,
         },
     ),
@@ -482,7 +485,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                     "~spec.parameters.model: Qwen/Qwen2.5-1.5B-Instrut is not in the catalog, "
                     "but Qwen/Qwen2.5-1.5B-Instruct is: did you mean it?",
                 ),
-                ("Warning", "~Qwen/Qwen2.5-1.5B-Instrut is not in the catalog: its size"),
+                ("Warning", "~Qwen/Qwen2.5-1.5B-Instrut is not in the catalog and the Hugging"),
             ),
         },
     ),
@@ -689,7 +692,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "explicit gpu too small on a known GPU: refused with the GiB needed and what fits",
         {
-            "xr": xr(model="Qwen/Qwen2.5-32B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
+            "xr": xr(model="Qwen/Qwen2.5-14B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
             "required": {
                 CLUSTER_REQ: [
                     cluster(
@@ -699,16 +702,16 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             },
         },
         {
-            "fatal": "~spec.parameters.gpu: 1 cannot hold Qwen/Qwen2.5-32B-Instruct on gpus: "
-            "Qwen/Qwen2.5-32B-Instruct needs about 71 GiB of GPU memory; 1 x 22.5 GiB GPU at 0.9 "
-            "utilisation offers 20 GiB; gpu: 4 would fit",
+            "fatal": "~spec.parameters.gpu: 1 cannot hold Qwen/Qwen2.5-14B-Instruct on gpus: "
+            "Qwen/Qwen2.5-14B-Instruct needs about 35 GiB of GPU memory; 1 x 22.5 GiB GPU at 0.9 "
+            "utilisation offers 20 GiB; gpu: 2 would fit",
             "resources": {},
         },
     ),
     (
         "explicit gpu too small for a model estimated from its name: a warning, not a refusal",
         {
-            "xr": xr(model="acme/Foo-32B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
+            "xr": xr(model="acme/Foo-14B-Instruct", gpu=1, clusterRef={"name": "gpus"}),
             "required": {
                 CLUSTER_REQ: [
                     cluster(
@@ -719,8 +722,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
         {
             "fatal": None,
-            "results": (("Warning", "~needs about 63 GiB"), ("Warning", "~estimated")),
-            "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~gpu: 4 would fit")},
+            "results": (("Warning", "~needs about 28 GiB"), ("Warning", "~estimated")),
+            "conditions": {"GPUMemory": ("False", "InsufficientMemory", "~gpu: 2 would fit")},
         },
     ),
     (
