@@ -45,6 +45,8 @@ LayerKind = Literal["full", "sliding", "chunked", "mla", "mamba", "none"]
 # function writes are multiples of MAX_MODEL_LEN_MULTIPLE, which every block size divides,
 # so the rounding never changes what a full-attention layer takes.
 BLOCK_SIZE = 16
+# The vLLM release this module follows (kcl/versions.k vllm_version; a test keeps them equal).
+VLLM_VERSION = "0.17.1"
 MLA_BLOCK_SIZE = 64
 # The hybrid manager groups a kind's layers by the smallest count unless the largest is below
 # this multiple of it (kv_cache_utils.py `_get_kv_cache_groups_uniform_page_size`).
@@ -83,6 +85,7 @@ class Allocator:
     dtype_bytes: int = 2
     max_num_batched_tokens: int = 2048
     hybrid: bool = True  # the hybrid KV cache manager (off with chunked attention)
+    block_size: int | None = None  # None: vLLM's default for the attention kind
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -130,7 +133,9 @@ def _kinds(layers: tuple[LayerGroup, ...], alloc: Allocator) -> list[_Kind]:
         )
     groups = list(merged.values())
     per_token = {id(g): g.per_token_bytes(alloc.tensor_parallel, alloc.dtype_bytes) for g in groups}
-    block = MLA_BLOCK_SIZE if any(g.kind == "mla" for g in groups) else BLOCK_SIZE
+    block = alloc.block_size or (
+        MLA_BLOCK_SIZE if any(g.kind == "mla" for g in groups) else BLOCK_SIZE
+    )
     states = [g.state_bytes for g in groups if g.kind == "mamba"]
     attention = [per_token[id(g)] for g in groups if g.kind != "mamba"]
     if states and attention:
@@ -206,6 +211,21 @@ def bytes_per_token(layers: tuple[LayerGroup, ...], alloc: Allocator) -> int:
         for k in kinds
         if k.group.kind in ("full", "mla")
     )
+
+
+def pool(layers: tuple[LayerGroup, ...], alloc: Allocator) -> tuple[int, int, int]:
+    """(bytes of one block of the shared pool, KV cache groups, tokens per block): vLLM cuts
+    its KV memory into blocks of `group_size` pages and reports `blocks // groups x block`
+    tokens as its "GPU KV cache size" (kv_cache_utils.py `get_kv_cache_config_from_groups`,
+    `_report_kv_cache_config`)."""
+    kinds = _kinds(layers, alloc)
+    if not kinds:
+        return 0, 0, 0
+    block = min(k.block for k in kinds)
+    if _uniform_type(kinds):
+        return sum(k.group.count * k.page for k in kinds), 1, block
+    size = group_size(layers, alloc)
+    return size * kinds[0].page, sum(_cdiv(k.group.count, size) for k in kinds), block
 
 
 def max_len(

@@ -241,7 +241,7 @@ CHOICES = [
     ("meta-llama/Llama-3.1-70B-Instruct", (None, 8, 4, 2)),
     ("meta-llama/Llama-3.1-405B-Instruct", (None, None, None, 8)),
     ("openai/gpt-oss-20b", (1, 1, 1, 1)),
-    ("openai/gpt-oss-120b", (4, 2, 1, 1)),
+    ("openai/gpt-oss-120b", (8, 4, 1, 1)),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", (8, 4, 2, 1)),
     ("mistralai/Mixtral-8x22B-Instruct-v0.1", (None, None, 4, 4)),
     ("Qwen/Qwen3-235B-A22B", (None, None, 8, 4)),
