@@ -89,6 +89,7 @@ LAYER_KINDS = {
     "chunked_attention": "chunked",
     "mamba": "mamba",
     "linear_attention": "mamba",
+    "mlp": "none",  # a layer with no attention (NemotronH's `-`)
 }
 
 
@@ -297,7 +298,8 @@ def layer_kinds(entry: dict[str, Any], rule: ArchRule, where: str) -> list[str]:
                 f"{where}: layer_types must name {layers} layers of {sorted(LAYER_KINDS)}"
             )
         return kinds
-    if rule.layer_pattern and (entry.get("sliding_window") or entry.get("attention_chunk_size")):
+    needs = {"sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+    if rule.layer_pattern and all(entry.get(needs.get(k, "layers")) for k in rule.layer_pattern):
         length = entry.get("pattern_length") or rule.pattern_default or len(rule.layer_pattern)
         if not isinstance(length, int) or isinstance(length, bool) or length < 1:
             raise CatalogError(f"{where}: pattern_length must be a whole number, got {length!r}")

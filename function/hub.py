@@ -160,9 +160,12 @@ class HubClient:
         return self._store(key, answer)
 
     def _ask(self, model_id: str, revision: str | None, token: str | None) -> HubAnswer:
-        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub import HfApi, constants, hf_hub_download
         from huggingface_hub import errors as hf_errors
 
+        # This client decides whether the Hub is asked (it read HF_HUB_OFFLINE when it was
+        # made); huggingface_hub read it once at import and refuses every request while set.
+        constants.HF_HUB_OFFLINE = False
         api = HfApi(endpoint=self.endpoint)
         where = f"{model_id}" + (f" at revision {revision}" if revision else "")
         try:

@@ -65,7 +65,7 @@ class LayerGroup:
     head_dim_v: int = 0  # 0: same as head_dim
     window: int = 0  # sliding / chunked: tokens
     latent_dim: int = 0  # mla: kv_lora_rank + qk_rope_head_dim
-    state_bytes: int = 0  # mamba: conv + SSM state of one request in one layer, per GPU
+    state_bytes: int = 0  # mamba: conv + SSM state of one request in one layer, whole model
 
     def per_token_bytes(self, tp: int, dtype_bytes: int) -> int:
         """KV bytes one token takes in one layer on one GPU (0 for state or no cache)."""
@@ -138,12 +138,19 @@ def _kinds(layers: tuple[LayerGroup, ...], alloc: Allocator) -> list[_Kind]:
     )
     states = [g.state_bytes for g in groups if g.kind == "mamba"]
     attention = [per_token[id(g)] for g in groups if g.kind != "mamba"]
+    states = [-(-s // max(1, alloc.tensor_parallel)) for s in states]
     if states and attention:
         # HybridAttentionMambaModelConfig: the attention block grows in steps of 16 tokens
         # until one attention page holds a mamba state.
         block = max(block, BLOCK_SIZE * _cdiv(max(states), BLOCK_SIZE * max(attention)))
     kinds = [
-        _Kind(g, block, g.state_bytes if g.kind == "mamba" else block * per_token[id(g)])
+        _Kind(
+            g,
+            block,
+            -(-g.state_bytes // max(1, alloc.tensor_parallel))
+            if g.kind == "mamba"
+            else block * per_token[id(g)],
+        )
         for g in groups
     ]
     if not _uniform_type(kinds):

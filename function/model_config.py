@@ -85,6 +85,7 @@ MLA_MODEL_TYPES = {  # model_arch_config_convertor.py is_deepseek_mla
     "bailing_hybrid",
 }
 EXPERT_COUNT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 TORCH_DTYPES = {
     "bfloat16": "bf16",
     "float16": "fp16",
@@ -187,8 +188,13 @@ def context_length(model: HubModel, text: Mapping[str, Any], pooling: bool) -> t
     length, key = min(found)
     if _int(text.get("model_max_length")):
         length, key = text["model_max_length"], "model_max_length"
-    rope = text.get("rope_scaling") or text.get("rope_parameters")
     model_type = str(text.get("model_type") or "")
+    pad = text.get("pad_token_id")
+    if model_type in ROBERTA_TYPES and isinstance(pad, int) and 0 <= pad < length:
+        # RoBERTa-style embeddings number positions from padding_idx + 1
+        # (transformers create_position_ids_from_input_ids): 514 positions hold 512 tokens.
+        length, key = length - pad - 1, f"{key} - padding_idx - 1"
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
     if isinstance(rope, Mapping) and "gemma3" not in model_type:
         kind = rope.get("rope_type") or rope.get("type")
         if kind == "longrope" and _int(text.get("original_max_position_embeddings")):
@@ -216,7 +222,7 @@ def _layer_types(text: Mapping[str, Any], layers: int) -> list[str] | None:
         return [names.get(k, k) if isinstance(k, str) else "full_attention" for k in kinds]
     pattern = text.get("hybrid_override_pattern")  # nemotron_h: M mamba, * attention, - MLP
     if isinstance(pattern, str) and len(pattern) == layers:
-        return ["mamba" if c == "M" else "full_attention" for c in pattern if c in "M*"] or None
+        return [{"M": "mamba", "*": "full_attention"}.get(c, "mlp") for c in pattern]
     return None
 
 
