@@ -39,12 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+import hub_server  # noqa: E402
+
 from function import catalog, kv_cache, model_config, sizing  # noqa: E402
 from function.catalog import GIB  # noqa: E402
 from function.limits import GPU_TYPES, GpuShape  # noqa: E402
-from function.model_config import SAFETENSORS_BYTES, HubModel  # noqa: E402
+from function.model_config import SAFETENSORS_BYTES  # noqa: E402
 
-RECORDED = ROOT / "tests" / "contract" / "testdata" / "hub"
 GPUS = ("l4", "a100-40gb", "h100", "h200")
 WEIGHTS_TARGET = 0.05
 # vLLM's own figures (tests/contract/testdata/vllm: vLLM 0.19.0's start-up logs on H100).
@@ -220,22 +221,7 @@ class Row:
 
 
 def recorded() -> list[dict[str, Any]]:
-    import yaml
-
-    return [yaml.safe_load(p.read_text()) for p in sorted(RECORDED.glob("*.yaml"))]
-
-
-def hub_model(doc: dict[str, Any]) -> HubModel:
-    st = doc.get("safetensors") or {}
-    return HubModel(
-        id=doc["id"],
-        sha=doc["sha"],
-        gated=bool(doc.get("gated")),
-        pipeline_tag=doc.get("pipeline_tag"),
-        parameters=st.get("parameters") or {},
-        files={s["rfilename"]: s.get("size") for s in doc["siblings"]},
-        config=doc["files"]["config.json"],
-    )
+    return list(hub_server.recorded_models().values())
 
 
 def real_checkpoint_gib(doc: dict[str, Any]) -> float:
@@ -284,7 +270,7 @@ def replay_vllm(
 def measure(doc: dict[str, Any]) -> Row:
     mid = doc["id"]
     cat = catalog.lookup(mid)
-    facts = cat or model_config.facts(hub_model(doc))
+    facts = cat or model_config.facts(hub_server.hub_model(doc))
     config = doc["files"]["config.json"]
     name = catalog.estimate_from_name(mid)
     real = real_checkpoint_gib(doc)

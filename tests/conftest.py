@@ -69,6 +69,16 @@ def request(
     return req
 
 
+def claim(model: str, name: str = "m", **params: Any) -> dict[str, Any]:
+    """An LLMInference in namespace a-team for `model`, with spec.parameters `params`."""
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": name, "namespace": "a-team"},
+        "spec": {"parameters": {"model": model, **params}},
+    }
+
+
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     from function.fn import FunctionRunner
 

@@ -30,6 +30,22 @@ import yaml
 RECORDED = Path(__file__).parent / "contract" / "testdata" / "hub"
 
 
+def hub_model(doc: dict[str, Any]) -> Any:
+    """A recorded model as function/hub.py hands it on (a HubModel), without the server."""
+    from function.model_config import HubModel
+
+    st = doc.get("safetensors") or {}
+    return HubModel(
+        id=doc["id"],
+        sha=doc["sha"],
+        gated=bool(doc.get("gated")),
+        pipeline_tag=doc.get("pipeline_tag"),
+        parameters=st.get("parameters") or {},
+        files={s["rfilename"]: s.get("size") for s in doc["siblings"]},
+        config=doc["files"]["config.json"],
+    )
+
+
 def recorded_models() -> dict[str, dict[str, Any]]:
     """Every recorded model: id -> its document."""
     out = {}

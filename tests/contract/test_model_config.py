@@ -12,19 +12,7 @@ from function.catalog import GIB
 from function.model_config import SAFETENSORS_BYTES, HubModel
 
 RECORDED = hub_server.recorded_models()
-
-
-def hub_model(doc: dict) -> HubModel:
-    st = doc.get("safetensors") or {}
-    return HubModel(
-        id=doc["id"],
-        sha=doc["sha"],
-        gated=bool(doc.get("gated")),
-        pipeline_tag=doc.get("pipeline_tag"),
-        parameters=st.get("parameters") or {},
-        files={s["rfilename"]: s.get("size") for s in doc["siblings"]},
-        config=doc["files"]["config.json"],
-    )
+hub_model = hub_server.hub_model
 
 
 @pytest.mark.parametrize("model", sorted(RECORDED))

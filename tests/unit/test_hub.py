@@ -7,6 +7,7 @@ import base64
 
 import hub_server
 import pytest
+from conftest import claim as xr
 from conftest import request, run
 from crossplane.function import resource
 
@@ -141,15 +142,6 @@ def test_hf_endpoint_names_the_hub(recorded, monkeypatch) -> None:
 
 
 # --------------------------------------------------------------------------- through the function
-
-
-def xr(model: str, **params) -> dict:
-    return {
-        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
-        "kind": "LLMInference",
-        "metadata": {"name": "m", "namespace": "a-team"},
-        "spec": {"parameters": {"model": model, **params}},
-    }
 
 
 def token_secret(value: str) -> dict:

@@ -5,6 +5,7 @@ vLLM (commit c4e578a and earlier)."""
 from __future__ import annotations
 
 import pytest
+from conftest import claim as xr
 from conftest import request, run
 from crossplane.function import resource
 
@@ -124,15 +125,6 @@ def test_windowed_layers_hold_only_their_window(
 
 
 # ------------------------------------------------------------------ families and kinds
-
-
-def xr(model: str, **params) -> dict:
-    return {
-        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
-        "kind": "LLMInference",
-        "metadata": {"name": "m", "namespace": "a-team"},
-        "spec": {"parameters": {"model": model, **params}},
-    }
 
 
 def composed(model: str, **params) -> tuple[list[str], dict]:
