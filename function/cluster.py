@@ -45,6 +45,19 @@ class Target:
     # for its apps (status.tenancy).
     allowed_namespaces: tuple[str, ...] = ()
     reserved_namespaces: tuple[str, ...] = ()
+    # GPU nodes the pool may grow to (status.gpu.maxNodes): with per_node, the GPU budget.
+    max_nodes: int | None = None
+    # Whether the cluster runs KEDA (status.apps.keda), which autoscaling needs.
+    keda: bool = False
+    # The namespace its vLLM router discovers engines in, and where the router is reached
+    # (status.vllm.namespace, status.endpoint).
+    router_namespace: str | None = None
+    router_endpoint: str | None = None
+
+    @property
+    def routed(self) -> bool:
+        """Whether the cluster's router serves what runs in the target namespace."""
+        return self.router_namespace is not None and self.router_namespace == self.namespace
 
     @property
     def suffix(self) -> str:
@@ -91,7 +104,10 @@ def without_cluster(spec: LLMSpec) -> Target:
 
 def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     """Target read from an InferenceCluster's status; SpecError when the cluster cannot serve
-    models, ClusterNotReady while it has not published its ProviderConfig and GPU facts."""
+    models, ClusterNotReady while it has not published its ProviderConfig and GPU facts. A
+    simulated model (engine.simulate) needs no GPU: a cluster without a GPU pool or GPU
+    Operator serves it, planned for the GPU the cluster declares or the assumed one."""
+    simulate = spec.engine.simulate
     ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
     field_ = f"{P}.clusterRef.name"
     status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
@@ -106,7 +122,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
             f"model's VLLMRuntime: set spec.parameters.apps.vllm.enabled: true on {ref}",
         )
     gpu = status.get("gpu") if isinstance(status.get("gpu"), dict) else {}
-    if gpu.get("enabled") is False:
+    if gpu.get("enabled") is False and not simulate:
         raise SpecError(
             field_,
             spec.cluster_ref,
@@ -121,12 +137,13 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     per_node = _num(gpu.get("perNode"))
     if not isinstance(provider_config, str) or not provider_config:
         raise ClusterNotReady(f"{ref} has not published status.providerConfigName yet")
-    if memory is None or memory <= 0 or per_node is None or per_node < 1:
+    no_gpu = memory is None or memory <= 0 or per_node is None or per_node < 1
+    if no_gpu and not (simulate and gpu.get("enabled") is False):
         raise ClusterNotReady(
             f"{ref} has not published its GPU (status.gpu.memoryGiB, status.gpu.perNode) yet"
         )
     runtime_class = gpu.get("runtimeClassName")
-    if not isinstance(runtime_class, str) or not runtime_class:
+    if (not isinstance(runtime_class, str) or not runtime_class) and not simulate:
         raise SpecError(
             field_,
             spec.cluster_ref,
@@ -146,11 +163,15 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     storage_class = dig(status, "storage", "className")
     read_rate = _num(dig(status, "storage", "readMiBps"))
     read_per_gib = _num(dig(status, "storage", "readMiBpsPerGiB"))
+    max_nodes = _num(gpu.get("maxNodes"))
+    endpoint = status.get("endpoint")
     return Target(
         provider_config=provider_config,
         namespace=spec.target_namespace
         or (router_ns if isinstance(router_ns, str) and router_ns else spec.namespace),
-        gpu=GpuShape(
+        gpu=ASSUMED_GPU
+        if no_gpu
+        else GpuShape(
             memory_gib=memory,
             per_node=int(per_node),
             type=gpu_type if isinstance(gpu_type, str) else None,
@@ -166,13 +187,17 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         pod_cpu_millicores=int(pod_cpu) if pod_cpu and pod_cpu > 0 else None,
         pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
         instance_type=instance if isinstance(instance, str) and instance else None,
-        runtime_class=runtime_class,
+        runtime_class=runtime_class if isinstance(runtime_class, str) and runtime_class else None,
         credential_secrets=_strings(status.get("credentialsSecrets")),
         watch=not scoped,
         # The router's namespace is the platform team's choice of where models run.
         allowed_namespaces=_strings(dig(status, "tenancy", "allowedNamespaces"))
         + ((router_ns,) if isinstance(router_ns, str) and router_ns else ()),
         reserved_namespaces=_strings(dig(status, "tenancy", "reservedNamespaces")),
+        max_nodes=int(max_nodes) if max_nodes and max_nodes >= 1 and not no_gpu else None,
+        keda=dig(status, "apps", "keda") is True,
+        router_namespace=router_ns if isinstance(router_ns, str) and router_ns else None,
+        router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,
     )
 
 

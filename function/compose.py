@@ -19,7 +19,10 @@ from function import (
     engine_args,
     model_config,
     ownership,
+    peers,
     resources,
+    scaling,
+    simulator,
     sizing,
     storage,
     tenancy,
@@ -53,6 +56,10 @@ HF_TOKEN = "hf-token"
 API_KEY = "api-key"
 CACHE = "model-cache"
 CLUSTER_USAGE = "usage-inference-cluster"
+# A simulated engine (engine.simulate): its Deployment and Service; KEDA's ScaledObject.
+SIMULATOR = "simulator"
+SIMULATOR_SERVICE = "simulator-service"
+SCALER = "scaled-object"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
@@ -120,6 +127,7 @@ class Inputs:
     xr: dict[str, Any]
     observed: dict[str, dict[str, Any]] = field(default_factory=dict)
     engine_image: str | None = None  # the Composition's input: the pinned engine image
+    simulator_image: str | None = None  # ...and the pinned inference simulator image
     # requirement name -> resources Crossplane found; a name absent here was not asked yet.
     required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # What the Hugging Face Hub said about a model the catalog lacks (fn.py asks, hub.py
@@ -371,7 +379,9 @@ def _secrets(
 def _engine_args(
     spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome
 ) -> list[str]:
-    args = ["--served-model-name", spec.model]
+    # Every name the engine answers to, the Hugging Face id first (vLLM labels its metrics
+    # with the first; the router registers each name /v1/models lists).
+    args = ["--served-model-name", *spec.served_names]
     if spec.api_key_secret is not None:
         # The controller's one variable from a Secret carries the key (see _build); the
         # kubelet expands $(HF_TOKEN) in the arguments, so the manifest holds no key.
@@ -538,8 +548,12 @@ def _plan(
 
 
 def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
+    """Where to send requests: the model's own Ingress host, else the cluster's endpoint when
+    its router serves the model (requests then name it in `model`), else its Service."""
     if spec.ingress_host:
         return f"http://{spec.ingress_host}"
+    if target.routed and target.router_endpoint:
+        return target.router_endpoint
     return f"http://{service}.{target.namespace}.svc.cluster.local"
 
 
@@ -553,14 +567,17 @@ def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | N
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
-def _serving(inputs: Inputs, target: Target, name: str, current: bool, out: Outcome) -> bool:
+def _serving(
+    inputs: Inputs, target: Target, name: str, current: bool, out: Outcome, simulated: bool
+) -> bool:
     """Whether the engine serves; `current` is False while the runtime waits for the model
     download (none yet, or the previous model's kept)."""
-    observed = inputs.observed.get(RUNTIME + target.suffix)
+    key, kind = (SIMULATOR, "Deployment") if simulated else (RUNTIME, "VLLMRuntime")
+    observed = inputs.observed.get(key + target.suffix)
     remote = target.provider_config is not None
     available = _available_replicas(observed, remote)
     ready = _condition_true(observed) if remote else (available is not None and available >= 1)
-    where = f"VLLMRuntime {target.namespace}/{name}" + (
+    where = f"{kind} {target.namespace}/{name}" + (
         f" (Object {observed['metadata'].get('name')})"
         if remote and observed and isinstance(observed.get("metadata"), dict)
         else ""
@@ -596,8 +613,8 @@ def _serving(inputs: Inputs, target: Target, name: str, current: bool, out: Outc
                 "Serving",
                 "False",
                 "WaitingForEngine",
-                f"waiting for {where} to report an available replica ({detail}); "
-                "large models take minutes to download and load",
+                f"waiting for {where} to report an available replica ({detail})"
+                + ("" if simulated else "; large models take minutes to download and load"),
             )
         )
     return ready
@@ -608,8 +625,7 @@ def _status(
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
     source: str,
-    runtime: dict[str, Any],
-    image: str,
+    engine: Engine,
     endpoint: str,
 ) -> dict[str, Any]:
     g = plan.gpu
@@ -626,8 +642,9 @@ def _status(
         "memory": plan.memory,
         "shmSize": plan.shm_size,
         **({"resourcesCapped": plan.host_capped} if plan.host_capped else {}),
-        "image": image,
-        "engineArgs": resources.engine_command(runtime),
+        "image": engine.image,
+        "engineArgs": engine.command,
+        **({"simulated": True} if spec.engine.simulate else {}),
     }
     if facts is not None:
         s |= {
@@ -658,18 +675,9 @@ def _status(
             "maxNumSeqs": e.max_num_seqs,
             **({"overrides": list(e.overridden)} if e.overridden else {}),
         }
-    max_len = dig(runtime, "spec", "model", "maxModelLen")
-    if max_len:
-        s["maxModelLen"] = max_len
-    elif "auto" in _given_max_len(runtime):
-        s["maxModelLen"] = "auto"
-    return {"plan": s, "endpoint": endpoint}
-
-
-def _given_max_len(runtime: dict[str, Any]) -> list[str]:
-    args = dig(runtime, "spec", "vllmConfig", "extraArgs") or []
-    value = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)
-    return [value] if value else []
+    if engine.max_model_len:
+        s["maxModelLen"] = engine.max_model_len
+    return {"plan": s, "endpoint": endpoint, "servedModelNames": list(spec.served_names)}
 
 
 def _facts_status(facts: catalog.ModelFacts, source: str) -> dict[str, Any]:
@@ -709,6 +717,20 @@ def _memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: 
             f"needs about {plan.required_gib:.0f} GiB; {where} offer {plan.available_gib:.0f} GiB"
         )
         out.conditions.append(Condition("GPUMemory", "False", "InsufficientMemory", message))
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What serves the model: its name, composition key, command line and image (for
+    status), its context, and whether it serves the claim's current model yet."""
+
+    name: str
+    key: str
+    command: list[str]
+    image: str
+    max_model_len: int | str | None
+    current: bool
+    simulated: bool
 
 
 @dataclass(frozen=True)
@@ -869,12 +891,13 @@ def _build(
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
     image: str,
+    count: scaling.Replicas,
     inputs: Inputs,
     out: Outcome,
-) -> tuple[str, dict[str, Any], bool]:
-    """Compose everything; returns the runtime's name, its desired manifest (for status) and
-    whether the model is in the cache (until then the runtime has no replica, or the engine
-    that serves now is kept while the new model downloads)."""
+) -> Engine:
+    """Compose everything for vLLM; the Engine says whether the model is in the cache (until
+    then the runtime has no replica, or the engine that serves now is kept while the new
+    model downloads)."""
     name = resources.dns_label(spec.name)
     remote = target.provider_config is not None
     if remote and target.cluster is None:
@@ -921,8 +944,9 @@ def _build(
         tolerations=target.tolerations or None,
         # The claim's size as it is now: the controller rewrites a claim whose size differs.
         cache=(storage.quantity(claim_gib or cache.size_gib), class_name),
-        # No pod until the weights are in the cache.
-        replicas=1 if fetch.done else 0,
+        # No pod until the weights are in the cache; then the fixed count, or none written
+        # when KEDA owns it.
+        replicas=0 if not fetch.done else (None if count.autoscaled else count.low),
         runtime_class=target.runtime_class,
     )
     _place(
@@ -972,7 +996,10 @@ def _build(
     # An engine that already started keeps serving its model until the new one is cached.
     holding = not fetch.done and isinstance(started, int) and started >= 1
     if holding:
-        out.resources[RUNTIME + target.suffix] = resources.desired_from_observed(observed_runtime)
+        kept = resources.desired_from_observed(observed_runtime)
+        out.resources[RUNTIME + target.suffix] = (
+            _without_replicas(kept, remote) if count.autoscaled else kept
+        )
     else:
         _place(
             spec,
@@ -984,6 +1011,50 @@ def _build(
             readiness_cel=resources.RUNTIME_READY_CEL,
             watch=True,
         )
+    if count.autoscaled and fetch.done:
+        # KEDA takes over once the model is cached (the runtime then has replicas to scale).
+        _scaler(spec, target, name, count, RUNTIME_SCALE_TARGET | {"name": name}, out)
+    _ingress(spec, target, name, out)
+    _cluster_usage(spec, target, inputs, out)
+    _no_takeover(spec, target, inputs, out)
+    _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
+    out.status_extra["cache"] = {
+        "claim": name,
+        "size": storage.quantity(cache.size_gib),
+        **({"storageClass": class_name} if class_name else {}),
+        "downloadJob": fetch.job,
+        "downloadDeadlineSeconds": cache.download_deadline_s,
+        "loadMiBps": cache.load_rate_mib_s,
+        "startSeconds": cache.start_s,
+        "startupBudgetSeconds": cache.startup_budget_s,
+    }
+    given = engine_args.last_value(
+        runtime["spec"]["vllmConfig"].get("extraArgs", []), engine_args.MAX_MODEL_LEN
+    )
+    return Engine(
+        name=name,
+        key=RUNTIME,
+        command=resources.engine_command(runtime),
+        image=image,
+        max_model_len=runtime["spec"]["model"].get("maxModelLen")
+        or ("auto" if given == "auto" else None),
+        current=fetch.done,
+        simulated=False,
+    )
+
+
+def _without_replicas(obj: dict[str, Any], remote: bool) -> dict[str, Any]:
+    """A desired object (or its Object wrapper) without the replica count KEDA owns."""
+    if not remote:
+        return resources.omit_replicas(obj)
+    out = json.loads(json.dumps(obj))
+    manifest = dig(out, "spec", "forProvider", "manifest")
+    if isinstance(manifest, dict):
+        out["spec"]["forProvider"]["manifest"] = resources.omit_replicas(manifest)
+    return out
+
+
+def _ingress(spec: LLMSpec, target: Target, name: str, out: Outcome) -> None:
     if spec.ingress_host:
         _place(
             spec,
@@ -1000,25 +1071,145 @@ def _build(
             out,
             suffix="ingress",
         )
+
+
+def _cluster_usage(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
     if target.cluster and not _composed_by_cluster(inputs.xr, target.cluster):
         out.resources[CLUSTER_USAGE] = resources.cluster_usage(
             name=resources.dns_label(f"{spec.name}-uses-{target.cluster}"),
             cluster=target.cluster,
             model_claim=spec.name,
         )
+
+
+# What KEDA scales: a VLLMRuntime through its scale subresource, or a Deployment.
+RUNTIME_SCALE_TARGET = {"apiVersion": "production-stack.vllm.ai/v1alpha1", "kind": "VLLMRuntime"}
+DEPLOYMENT_SCALE_TARGET = {"apiVersion": "apps/v1", "kind": "Deployment"}
+
+
+def _scaler(
+    spec: LLMSpec,
+    target: Target,
+    name: str,
+    count: scaling.Replicas,
+    scale_target: dict[str, str],
+    out: Outcome,
+) -> None:
+    """KEDA's ScaledObject for the engine (spec.autoscaling), reading vLLM's gauge from every
+    ready pod behind the engine's Service (function/scaling.py)."""
+    assert spec.autoscaling is not None
+    _place(
+        spec,
+        target,
+        SCALER,
+        resources.scaled_object(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            target=scale_target,
+            min_replicas=count.low,
+            max_replicas=count.high,
+            trigger=scaling.trigger(
+                spec.autoscaling,
+                service=name,
+                namespace=target.namespace,
+                port=resources.ENGINE_PORT,
+                model=spec.model,
+            ),
+            polling_interval_s=scaling.POLLING_INTERVAL_S,
+            scale_down_delay_s=spec.autoscaling.scale_down_delay_s,
+            scale_down_policy=scaling.SCALE_DOWN_POLICY,
+        ),
+        out,
+        suffix="scaledobject",
+    )
+
+
+def _build_simulated(
+    spec: LLMSpec,
+    target: Target,
+    plan: sizing.Plan,
+    image: str,
+    count: scaling.Replicas,
+    inputs: Inputs,
+    out: Outcome,
+) -> Engine:
+    """Compose llm-d's inference simulator in place of vLLM (function/simulator.py): a
+    Deployment and a Service with the engine's labels, no GPU, no model download."""
+    name = resources.dns_label(spec.name)
+    remote = target.provider_config is not None
+    if remote and target.cluster is None:
+        _place(
+            spec,
+            target,
+            NAMESPACE,
+            resources.namespace(target.namespace),
+            out,
+            suffix="namespace",
+            management_policies=resources.NAMESPACE_POLICIES,
+        )
+    max_len = _max_model_len(spec, plan, out)
+    command = simulator.command(
+        model=spec.model,
+        served_names=spec.served_names,
+        max_model_len=max_len,
+        max_num_seqs=None
+        if spec.engine.max_num_seqs
+        else (plan.engine.max_num_seqs if plan.engine else None),
+        kv_cache=spec.autoscaling is not None and spec.autoscaling.metric == "kvCacheUsage",
+        extra_args=spec.engine.extra_args,
+    )
+    _place(
+        spec,
+        target,
+        SIMULATOR,
+        resources.simulator_deployment(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            image=image,
+            args=command,
+            env=spec.engine.env,
+            replicas=None if count.autoscaled else count.low,
+            requests=simulator.REQUESTS,
+            limits=simulator.LIMITS,
+        ),
+        out,
+        suffix="simulator",
+        readiness_cel=resources.SIMULATOR_READY_CEL,
+        watch=True,
+    )
+    _place(
+        spec,
+        target,
+        SIMULATOR_SERVICE,
+        resources.engine_service(name=name, namespace=target.namespace, model=spec.model),
+        out,
+        suffix="service",
+    )
+    if count.autoscaled:
+        _scaler(spec, target, name, count, DEPLOYMENT_SCALE_TARGET | {"name": name}, out)
+    _ingress(spec, target, name, out)
+    _cluster_usage(spec, target, inputs, out)
     _no_takeover(spec, target, inputs, out)
-    _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
-    out.status_extra["cache"] = {
-        "claim": name,
-        "size": storage.quantity(cache.size_gib),
-        **({"storageClass": class_name} if class_name else {}),
-        "downloadJob": fetch.job,
-        "downloadDeadlineSeconds": cache.download_deadline_s,
-        "loadMiBps": cache.load_rate_mib_s,
-        "startSeconds": cache.start_s,
-        "startupBudgetSeconds": cache.startup_budget_s,
-    }
-    return name, runtime, fetch.done
+    out.conditions.append(
+        Condition(
+            "ModelCache",
+            "True",
+            "Simulated",
+            f"{P}.engine.simulate: llm-d's inference simulator answers for {spec.model}; "
+            "nothing is downloaded",
+        )
+    )
+    return Engine(
+        name=name,
+        key=SIMULATOR,
+        command=["llm-d-inference-sim", *command],
+        image=image,
+        max_model_len=max_len,
+        current=True,
+        simulated=True,
+    )
 
 
 def _no_takeover(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
@@ -1093,13 +1284,15 @@ def _composed_by_cluster(xr: dict[str, Any], cluster: str) -> bool:
     )
 
 
-def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> None:
+def _readiness(
+    inputs: Inputs, target: Target, engine_key: str, serving: bool, out: Outcome
+) -> None:
     remote = target.provider_config is not None
     for key in out.resources:
         observed = inputs.observed.get(key)
         if key == CLUSTER_USAGE:
             out.ready[key] = True  # a Usage reports no readiness of its own
-        elif key == RUNTIME + target.suffix:
+        elif key == engine_key + target.suffix:
             out.ready[key] = serving
         elif key.startswith(FETCH):
             status = dig(_observed_manifest(observed, remote), "status", "succeeded")
@@ -1108,6 +1301,159 @@ def _readiness(inputs: Inputs, target: Target, serving: bool, out: Outcome) -> N
             out.ready[key] = _condition_true(observed)
         else:
             out.ready[key] = observed is not None
+
+
+def _peers(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> list[peers.Peer]:
+    """The other models on the same InferenceCluster (first come first); none without a
+    cluster. The first call of a reconcile asks Crossplane for them and composes as if the
+    model were alone: Crossplane calls again with them before it applies anything."""
+    if target.cluster is None:
+        return []
+    out.requirements[peers.REQUIREMENT] = {
+        "apiVersion": peers.API_VERSION,
+        "kind": peers.KIND,
+        "namespace": spec.namespace,
+    }
+    found = inputs.required.get(peers.REQUIREMENT) or []
+    return peers.on_cluster(found, target.cluster, spec.name)
+
+
+def _created(inputs: Inputs) -> str:
+    created = dig(inputs.xr, "metadata", "creationTimestamp")
+    return created if isinstance(created, str) else ""
+
+
+def _check_served_names(
+    spec: LLMSpec, target: Target, others: list[peers.Peer], created: str
+) -> None:
+    """No two models behind one router may answer to the same name: the router would send a
+    request for it to either. The model that came first keeps the name."""
+    if not target.routed:
+        return
+    for peer in others:
+        if (peer.target_namespace or target.router_namespace) != target.namespace:
+            continue
+        if not peer.before(created, spec.name):
+            continue
+        for i, served in enumerate(spec.served_names):
+            if served not in peer.served_names:
+                continue
+            field = f"{P}.model" if i == 0 else f"{P}.aliases[{i - 1}]"
+            raise SpecError(
+                field,
+                served,
+                f"{field}: LLMInference {spec.namespace}/{peer.name} already serves {served} "
+                f"behind InferenceCluster {target.cluster}'s router (namespace "
+                f"{target.namespace}), which routes requests by that name; "
+                + (
+                    "use that model, or deploy this one into another namespace "
+                    f"({P}.targetNamespace), outside the router"
+                    if i == 0
+                    else "choose another alias"
+                ),
+            )
+
+
+def _check_keda(spec: LLMSpec, target: Target) -> None:
+    if spec.autoscaling is None or target.cluster is None or target.keda:
+        return
+    raise SpecError(
+        f"{P}.autoscaling",
+        None,
+        f"{P}.autoscaling needs KEDA on the cluster, and InferenceCluster {target.cluster} does "
+        f"not run it: set spec.parameters.apps.keda.enabled: true on InferenceCluster "
+        f"{target.cluster}, or fix the count with {P}.replicas",
+    )
+
+
+def _replicas(
+    spec: LLMSpec,
+    target: Target,
+    plan: sizing.Plan,
+    others: list[peers.Peer],
+    created: str,
+    out: Outcome,
+) -> scaling.Replicas:
+    """The replicas the model may run, within the GPU pool the models before it leave."""
+    budget = None
+    if not spec.engine.simulate and target.cluster and target.max_nodes and not target.gpu.assumed:
+        budget = scaling.Budget(
+            cluster=target.cluster,
+            max_nodes=target.max_nodes,
+            per_node=target.gpu.per_node,
+            holders=tuple(
+                scaling.Holder(p.name, p.gpus_held)
+                for p in others
+                if p.before(created, spec.name) and p.gpus_held
+            ),
+        )
+    count = scaling.replicas(spec.replicas, spec.autoscaling, plan.gpus, budget)
+    held = f"up to {count.high} replica(s) x {plan.gpus} GPU(s) = {count.high * plan.gpus} GPUs"
+    if spec.engine.simulate:
+        out.conditions.append(
+            Condition(
+                "GPUBudget", "True", "Simulated", "simulated replicas run on CPUs and hold no GPU"
+            )
+        )
+    elif budget is None:
+        where = (
+            f"InferenceCluster {target.cluster} has not published gpu.maxNodes"
+            if target.cluster
+            else "no InferenceCluster is referenced, so its GPU pool is not known"
+        )
+        out.conditions.append(Condition("GPUBudget", "Unknown", "NotChecked", f"{held}; {where}"))
+    elif count.capped:
+        field = f"{P}.autoscaling.maxReplicas"
+        message = (
+            f"{field} {count.asked_high} capped to {count.high}: {count.asked_high} x "
+            f"{plan.gpus} GPU(s) would need {count.asked_high * plan.gpus} GPUs and "
+            f"{budget.describe()}"
+        )
+        out.conditions.append(Condition("GPUBudget", "False", "Capped", message))
+        out.warnings.append(message)
+    else:
+        out.conditions.append(
+            Condition("GPUBudget", "True", "Fits", f"holds {held}; {budget.describe()}")
+        )
+    return count
+
+
+def _replicas_status(
+    inputs: Inputs, target: Target, engine: Engine, count: scaling.Replicas
+) -> dict[str, Any]:
+    """status.replicas: what the engine's controller reports (current, ready), what it is
+    asked to run now (desired: the fixed count, or KEDA's), and the bounds."""
+    manifest = _observed_manifest(
+        inputs.observed.get(engine.key + target.suffix), target.provider_config is not None
+    )
+    spec_ = dig(manifest, "spec")
+    desired = (
+        dig(spec_, "deploymentConfig", "replicas")
+        if not engine.simulated
+        else dig(spec_, "replicas")
+    )
+    status = dig(manifest, "status")
+    out: dict[str, Any] = {
+        "min": count.low,
+        "max": count.high,
+        "autoscaled": count.autoscaled,
+        "current": _count(dig(status, "replicas")) or 0,
+        "ready": _count(dig(status, "availableReplicas")) or 0,
+    }
+    wanted = _count(desired)
+    if wanted is not None:
+        out["desired"] = wanted
+    elif not count.autoscaled:
+        out["desired"] = count.low if engine.current else 0
+    if count.capped:
+        out["requestedMax"] = count.asked_high
+    return out
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
 
 
 def compose(inputs: Inputs) -> Outcome:
@@ -1120,11 +1466,22 @@ def compose(inputs: Inputs) -> Outcome:
         if target is None:
             out.xr_ready = False
             return out
+        others = _peers(spec, target, inputs, out)
+        created = _created(inputs)
+        _check_served_names(spec, target, others, created)
+        _check_keda(spec, target)
         facts, plan, source = _plan(spec, target, inputs, out)
-        image = spec.engine.image or inputs.engine_image
+        image = (
+            inputs.simulator_image
+            if spec.engine.simulate
+            else spec.engine.image or inputs.engine_image
+        )
         if not image:
             out.fatal = (
-                "the Composition passes no engine image (input engine.image) and "
+                "the Composition passes no simulator image (input simulator.image); regenerate "
+                "package/"
+                if spec.engine.simulate
+                else "the Composition passes no engine image (input engine.image) and "
                 f"{P}.engine.image is not set; regenerate package/ or set {P}.engine.image"
             )
             return out
@@ -1137,14 +1494,21 @@ def compose(inputs: Inputs) -> Outcome:
                 f"name carries no size: deployed on the {plan.gpus} GPU(s) asked for, GPU "
                 "memory not checked"
             )
-        name, runtime, current = _build(spec, target, facts, plan, image, inputs, out)
+        count = _replicas(spec, target, plan, others, created, out)
+        if spec.engine.simulate:
+            engine = _build_simulated(spec, target, plan, image, count, inputs, out)
+        else:
+            engine = _build(spec, target, facts, plan, image, count, inputs, out)
     except SpecError as e:
         out.fatal = e.message
         out.resources.clear()
         return out
     _memory_condition(facts, plan, out)
-    serving = _serving(inputs, target, name, current, out)
-    _readiness(inputs, target, serving, out)
-    out.status = _status(spec, facts, plan, source, runtime, image, _endpoint(spec, target, name))
+    serving = _serving(inputs, target, engine.name, engine.current, out, engine.simulated)
+    _readiness(inputs, target, engine.key, serving, out)
+    out.status = _status(spec, facts, plan, source, engine, _endpoint(spec, target, engine.name))
     out.status["plan"] |= out.status_extra
+    out.status["replicas"] = _replicas_status(inputs, target, engine, count)
+    if target.routed and target.router_endpoint:
+        out.status["clusterEndpoint"] = target.router_endpoint
     return out

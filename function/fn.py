@@ -32,15 +32,27 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         name: resource.struct_to_dict(r.resource) for name, r in req.observed.resources.items()
     }
     fn_input = resource.struct_to_dict(req.input) if req.HasField("input") else {}
-    engine = fn_input.get("engine") if isinstance(fn_input.get("engine"), dict) else {}
-    image = engine.get("image") if isinstance(engine.get("image"), str) else None
+    image, simulator_image = (_image(fn_input, k) for k in ("engine", "simulator"))
     required = {name: request.get_required_resources(req, name) for name in req.required_resources}
     # Crossplane before v2 called them extra resources; honour both.
     for name in req.extra_resources:
         required.setdefault(
             name, [resource.struct_to_dict(i.resource) for i in req.extra_resources[name].items]
         )
-    return Inputs(xr=xr, observed=observed, engine_image=image, required=required)
+    return Inputs(
+        xr=xr,
+        observed=observed,
+        engine_image=image,
+        simulator_image=simulator_image,
+        required=required,
+    )
+
+
+def _image(fn_input: dict, key: str) -> str | None:
+    """The image the Composition's input pins under `key` (`engine`, `simulator`)."""
+    section = fn_input.get(key) if isinstance(fn_input.get(key), dict) else {}
+    image = section.get("image")
+    return image if isinstance(image, str) and image else None
 
 
 def write(out: Outcome, rsp: fnv1.RunFunctionResponse) -> None:

@@ -50,3 +50,14 @@ GPU_TYPES: dict[str, GpuType] = {
 ASSUMED_GPU = GpuShape(
     memory_gib=GPU_TYPES["h100"].memory_gib, per_node=MAX_GPUS, type=None, assumed=True
 )
+
+MAX_REPLICAS: int = int(_DATA["replicas"]["max"])
+ALIAS = re.compile(_DATA["servedModelAliases"]["pattern"])
+ALIAS_MAX_LENGTH: int = int(_DATA["servedModelAliases"]["maxLength"])
+ALIAS_MAX_ITEMS: int = int(_DATA["servedModelAliases"]["maxItems"])
+# Autoscaling metric -> (default target, largest target), in the order the API lists them.
+AUTOSCALING_METRICS: dict[str, tuple[int, int]] = {
+    m: (int(v["defaultTarget"]), int(v["max"])) for m, v in _DATA["autoscaling"]["metrics"].items()
+}
+SCALE_DOWN_DELAY_DEFAULT: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["default"])
+SCALE_DOWN_DELAY_MAX: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["max"])

@@ -135,7 +135,7 @@ def vllm_runtime(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     cache: tuple[str, str | None] | None = None,
-    replicas: int = 1,
+    replicas: int | None = 1,
     runtime_class: str | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
@@ -151,7 +151,9 @@ def vllm_runtime(
     - `cache` (size, storage class) mounts the model cache claim, named after the runtime as
       the controller expects, at /data; the size must be the claim's current size (the
       controller rewrites the claim when they differ, which the API server refuses);
-    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts;
+    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts; None
+      when KEDA owns the count (autoscaling): the field is left out, so the apply never
+      takes it back from the autoscaler (`omit_replicas`);
     - `runtime_class`: the cluster's RuntimeClass for GPU pods (None: the CRD's default,
       `nvidia`, which the NVIDIA GPU Operator creates);
     - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
@@ -187,7 +189,7 @@ def vllm_runtime(
     if env:
         vllm_config["env"] = [{"name": k, "value": v} for k, v in env]
     deployment: dict[str, Any] = {
-        "replicas": replicas,
+        **({"replicas": replicas} if replicas is not None else {}),
         # A rolling update needs a second set of GPUs that a GPU pool rarely has free.
         "deploymentStrategy": "Recreate",
         "image": {"registry": registry, "name": image_name},
@@ -221,6 +223,20 @@ def vllm_runtime(
         "metadata": _metadata(name, namespace, model),
         "spec": spec,
     }
+
+
+def omit_replicas(runtime: dict[str, Any]) -> dict[str, Any]:
+    """A VLLMRuntime (or Deployment) manifest without its replica count, for when KEDA owns
+    it. provider-kubernetes (and Crossplane) apply server-side: a field in the manifest is
+    owned by the apply and forced back on every sync, so a count KEDA set through the scale
+    subresource would be reverted; a field left out stays the autoscaler's (and the CRD
+    defaults it to 1 when no one owns it)."""
+    out = json.loads(json.dumps(runtime))
+    if out.get("kind") == "VLLMRuntime":
+        (out.get("spec") or {}).get("deploymentConfig", {}).pop("replicas", None)
+    else:
+        (out.get("spec") or {}).pop("replicas", None)
+    return out
 
 
 def engine_affinity(node_selector: Mapping[str, str] | None) -> list[dict[str, Any]]:
@@ -523,5 +539,143 @@ def cluster_usage(*, name: str, cluster: str, model_claim: str) -> dict[str, Any
         "spec": {
             "of": {"apiVersion": api, "kind": "InferenceCluster", "resourceRef": {"name": cluster}},
             "by": {"apiVersion": api, "kind": "LLMInference", "resourceRef": {"name": model_claim}},
+        },
+    }
+
+
+# --- Simulated engine (engine.simulate) -------------------------------------------------
+# The production-stack operator runs /opt/venv/bin/vllm, which the simulator image lacks:
+# a simulated model is a Deployment and a Service shaped like the operator's (the engine's
+# labels for the router's discovery, a Service on port 80 to the pods' 8000, named after the
+# model), so the router, an Ingress and KEDA treat it as they treat a VLLMRuntime.
+SIMULATOR_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
+
+
+def simulator_deployment(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    replicas: int | None,
+    requests: Mapping[str, str],
+    limits: Mapping[str, str],
+    node_selector: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """llm-d's inference simulator as the engine: CPU only, non-root, ready once it answers
+    /health/ready (503 while a --startup-duration runs, like an engine loading weights)."""
+    pod_labels = labels(name)
+    probe_port = {"port": "http"}
+    container: dict[str, Any] = {
+        "name": "simulator",
+        "image": image,
+        "args": list(args),
+        "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+        # The simulator names its pod in KV-cache events.
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *({"name": k, "value": v} for k, v in env),
+        ],
+        "resources": {"requests": dict(requests), "limits": dict(limits)},
+        "readinessProbe": {
+            "httpGet": {"path": "/health/ready", **probe_port},
+            "periodSeconds": 2,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", **probe_port},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    spec: dict[str, Any] = {
+        **({"replicas": replicas} if replicas is not None else {}),
+        "selector": {"matchLabels": dict(pod_labels)},
+        "template": {
+            "metadata": {"labels": dict(pod_labels), "annotations": {MODEL_ANNOTATION: model}},
+            "spec": {
+                "containers": [container],
+                **({"nodeSelector": dict(node_selector)} if node_selector else {}),
+            },
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(name, namespace, model),
+        "spec": spec,
+    }
+
+
+def engine_service(*, name: str, namespace: str, model: str) -> dict[str, Any]:
+    """The Service in front of a simulated engine, as the operator makes one for a
+    VLLMRuntime: named after it, port 80 to the pods' 8000."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, namespace, model),
+        "spec": {
+            "selector": labels(name),
+            "ports": [
+                {"name": "http", "port": SERVICE_PORT, "targetPort": ENGINE_PORT, "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+# --- Autoscaling ------------------------------------------------------------------------
+
+
+def scaled_object(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    target: Mapping[str, str],
+    min_replicas: int,
+    max_replicas: int,
+    trigger: Mapping[str, Any],
+    polling_interval_s: int,
+    scale_down_delay_s: int,
+    scale_down_policy: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A KEDA ScaledObject that scales `target` (apiVersion, kind, name; a VLLMRuntime
+    through its scale subresource, or a Deployment) on `trigger`.
+
+    Its name is the model's, never `<runtime>-scaledobject`: the production-stack operator
+    deletes the ScaledObject of that name on every reconcile of a VLLMRuntime without
+    autoscalingConfig (operator/internal/controller/vllmruntime_controller.go)."""
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": _metadata(name, namespace, model, component="autoscaler"),
+        "spec": {
+            "scaleTargetRef": dict(target),
+            "minReplicaCount": min_replicas,
+            "maxReplicaCount": max_replicas,
+            "pollingInterval": polling_interval_s,
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": {
+                        "scaleDown": {
+                            "stabilizationWindowSeconds": scale_down_delay_s,
+                            "policies": [dict(scale_down_policy)],
+                        }
+                    }
+                }
+            },
+            "triggers": [dict(trigger)],
         },
     }

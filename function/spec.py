@@ -12,9 +12,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args
+from function import engine_args, simulator
 from function.errors import FieldError
-from function.limits import HF_MODEL_ID, HF_MODEL_ID_MAX_PART, MAX_GPUS
+from function.limits import (
+    ALIAS,
+    ALIAS_MAX_ITEMS,
+    ALIAS_MAX_LENGTH,
+    AUTOSCALING_METRICS,
+    HF_MODEL_ID,
+    HF_MODEL_ID_MAX_PART,
+    MAX_GPUS,
+    MAX_REPLICAS,
+    SCALE_DOWN_DELAY_DEFAULT,
+    SCALE_DOWN_DELAY_MAX,
+)
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -55,6 +66,8 @@ class EngineOverrides:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     revision: str | None = None
+    # Run llm-d's inference simulator instead of vLLM (no GPU; extra_args go to it).
+    simulate: bool = False
 
     @property
     def context(self) -> int | None:
@@ -66,6 +79,18 @@ class EngineOverrides:
 class StorageSpec:
     class_name: str | None = None
     size_gib: int | None = None
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """spec.parameters.autoscaling: KEDA keeps the replicas between min and max, aiming at
+    `target` of `metric` (waiting requests per replica, or KV-cache usage in percent)."""
+
+    min_replicas: int
+    max_replicas: int
+    metric: str
+    target: int
+    scale_down_delay_s: int
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,15 @@ class LLMSpec:
     api_key_secret: SecretRef | None = None
     engine: EngineOverrides = field(default_factory=EngineOverrides)
     storage: StorageSpec = field(default_factory=StorageSpec)
+    replicas: int | None = None  # fixed replicas, when given
+    autoscaling: Autoscaling | None = None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        """Every name the engine answers to: the Hugging Face id first (vLLM labels its
+        metrics with the first), then the aliases."""
+        return (self.model, *self.aliases)
 
     @property
     def remote(self) -> bool:
@@ -166,7 +200,9 @@ def _engine(params: dict) -> EngineOverrides:
         return EngineOverrides()
     f = f"{P}.engine"
     if not isinstance(engine, dict):
-        raise SpecError(f, engine, f"{f} must be an object (image, maxModelLen, extraArgs, env)")
+        raise SpecError(
+            f, engine, f"{f} must be an object (image, maxModelLen, extraArgs, env, simulate)"
+        )
     image = engine.get("image")
     if image is not None and (not isinstance(image, str) or not image.strip() or " " in image):
         raise SpecError(
@@ -231,7 +267,25 @@ def _engine(params: dict) -> EngineOverrides:
                 f"{f}.env[{i}].value: {name} needs a string value (quote numbers and booleans)",
             )
         env.append((name, value))
-    found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
+    simulate = engine.get("simulate", False)
+    if not isinstance(simulate, bool):
+        raise SpecError(
+            f"{f}.simulate",
+            simulate,
+            f"{f}.simulate: {_short(simulate)} is not true or false",
+        )
+    if simulate:
+        # extraArgs go to the inference simulator; the variables are checked as for vLLM.
+        found = simulator.problems(args) + engine_args.problems([], env, max_model_len_field=False)
+        if image is not None:
+            raise SpecError(
+                f"{f}.image",
+                image,
+                f"{f}.image applies to vLLM; with {f}.simulate the function runs the "
+                "inference simulator it pins (kcl/versions.k)",
+            )
+    else:
+        found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
     if found:
         raise SpecError(found[0].field, None, "; ".join(p.message for p in found))
     given = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)
@@ -242,6 +296,7 @@ def _engine(params: dict) -> EngineOverrides:
         extra_args=tuple(args),
         env=tuple(env),
         extra_max_model_len=given_len if given_len and given_len > 0 else None,
+        simulate=simulate,
         **_memory_settings(args),
     )
 
@@ -382,4 +437,139 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         api_key_secret=_secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY),
         engine=_engine(params),
         storage=_storage(params),
+        replicas=_replicas(params),
+        autoscaling=_autoscaling(params),
+        aliases=_aliases(params),
     )
+
+
+def _whole(value: object) -> object:
+    """JSON numbers arrive as floats through protobuf Structs: 2.0 is 2."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _int_in(value: object, low: int, high: int) -> int | None:
+    value = _whole(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
+
+
+def _replicas(params: dict) -> int | None:
+    value = params.get("replicas")
+    if value is None:
+        return None
+    number = _int_in(value, 1, MAX_REPLICAS)
+    if number is None:
+        raise SpecError(
+            f"{P}.replicas",
+            value,
+            f"{P}.replicas: {_short(value)} is not a replica count; use a whole number from 1 "
+            f"to {MAX_REPLICAS}, or {P}.autoscaling to let KEDA decide",
+        )
+    if params.get("autoscaling") is not None:
+        raise SpecError(
+            f"{P}.replicas",
+            value,
+            f"{P}.replicas and {P}.autoscaling are exclusive: replicas fixes the count, "
+            "autoscaling lets KEDA move it between minReplicas and maxReplicas; keep one",
+        )
+    return number
+
+
+def _autoscaling(params: dict) -> Autoscaling | None:
+    value = params.get("autoscaling")
+    if value is None:
+        return None
+    f = f"{P}.autoscaling"
+    if not isinstance(value, dict):
+        raise SpecError(
+            f, value, f"{f} must be an object (minReplicas, maxReplicas, metric, target)"
+        )
+    metrics = ", ".join(AUTOSCALING_METRICS)
+    metric = value.get("metric", next(iter(AUTOSCALING_METRICS)))
+    if metric not in AUTOSCALING_METRICS:
+        raise SpecError(
+            f"{f}.metric", metric, f"{f}.metric: {_short(metric)} is not offered; use {metrics}"
+        )
+    default_target, max_target = AUTOSCALING_METRICS[metric]
+    min_given = value.get("minReplicas", 1)
+    low = _int_in(min_given, 1, MAX_REPLICAS)
+    if low is None:
+        raise SpecError(
+            f"{f}.minReplicas",
+            min_given,
+            f"{f}.minReplicas: {_short(min_given)} is not a replica count from 1 to "
+            f"{MAX_REPLICAS}. Scaling to zero is not offered: the production-stack router "
+            "answers a request for a model with no ready replica at once (404 or 503) instead "
+            "of holding it while one starts",
+        )
+    max_given = value.get("maxReplicas")
+    high = _int_in(max_given, 1, MAX_REPLICAS)
+    if high is None:
+        raise SpecError(
+            f"{f}.maxReplicas",
+            max_given,
+            f"{f}.maxReplicas: {_short(max_given)} is not a replica count; use a whole number "
+            f"from 1 to {MAX_REPLICAS}",
+        )
+    if low > high:
+        raise SpecError(
+            f"{f}.minReplicas",
+            low,
+            f"{f}.minReplicas ({low}) must not exceed {f}.maxReplicas ({high})",
+        )
+    target_given = value.get("target", default_target)
+    target = _int_in(target_given, 1, max_target)
+    if target is None:
+        what = "waiting requests per replica" if metric == "waitingRequests" else "percent"
+        raise SpecError(
+            f"{f}.target",
+            target_given,
+            f"{f}.target: {_short(target_given)} is not a target for {metric}; use a whole "
+            f"number of {what} from 1 to {max_target} (default {default_target})",
+        )
+    delay_given = value.get("scaleDownDelaySeconds", SCALE_DOWN_DELAY_DEFAULT)
+    delay = _int_in(delay_given, 0, SCALE_DOWN_DELAY_MAX)
+    if delay is None:
+        raise SpecError(
+            f"{f}.scaleDownDelaySeconds",
+            delay_given,
+            f"{f}.scaleDownDelaySeconds: {_short(delay_given)} is not a delay; use whole "
+            f"seconds from 0 to {SCALE_DOWN_DELAY_MAX}",
+        )
+    return Autoscaling(
+        min_replicas=low,
+        max_replicas=high,
+        metric=metric,
+        target=target,
+        scale_down_delay_s=delay,
+    )
+
+
+def _aliases(params: dict) -> tuple[str, ...]:
+    value = params.get("aliases")
+    if value is None:
+        return ()
+    f = f"{P}.aliases"
+    if not isinstance(value, list) or len(value) > ALIAS_MAX_ITEMS:
+        raise SpecError(f, value, f"{f} must be a list of at most {ALIAS_MAX_ITEMS} names")
+    out: list[str] = []
+    for i, alias in enumerate(value):
+        if not isinstance(alias, str) or len(alias) > ALIAS_MAX_LENGTH or not ALIAS.match(alias):
+            raise SpecError(
+                f"{f}[{i}]",
+                alias,
+                f"{f}[{i}]: {_short(alias)} is not a model name; use letters, digits and . _ : "
+                f"/ -, starting and ending with a letter or digit, at most {ALIAS_MAX_LENGTH} "
+                "characters (e.g. qwen-small)",
+            )
+        if alias == params.get("model") or alias in out:
+            raise SpecError(
+                f"{f}[{i}]",
+                alias,
+                f"{f}[{i}]: {alias} is already a name of this model; list each alias once, "
+                f"and not {P}.model itself",
+            )
+        out.append(alias)
+    return tuple(out)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
-# operator.k `_operatorNamespace`, apps.k `_nvidia` and `_ingress`; the cluster also
+# operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda` and `_ingress`; the cluster also
 # publishes them in status.tenancy.reservedNamespaces, and a test keeps the two equal), and
 # Crossplane's.
 RESERVED = frozenset(
@@ -23,6 +23,7 @@ RESERVED = frozenset(
         "production-stack-system",
         "gpu-operator",
         "traefik",
+        "keda",
         "dot-inference-system",
     }
 )

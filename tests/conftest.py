@@ -45,6 +45,10 @@ def engine_image() -> str:
     return composition_input()["engine"]["image"]
 
 
+def simulator_image() -> str:
+    return composition_input()["simulator"]["image"]
+
+
 def request(
     xr: dict[str, Any],
     *,

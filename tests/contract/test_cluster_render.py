@@ -237,7 +237,7 @@ def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -
     xr = _example(CASES[provider]["example"])
     status = _render(package, xr).xr["status"]
     assert status["providerConfigName"] == xr["metadata"]["name"]
-    assert status["apps"] == {"nvidia": True, "vllm": True, "ingress": True}
+    assert status["apps"] == {"nvidia": True, "vllm": True, "keda": False, "ingress": True}
     assert status["ingressClassName"] == "traefik"
     gpu = status["gpu"]
     assert gpu["enabled"] is True
@@ -263,7 +263,12 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
     assert not [
         o for o in result.composed if o["kind"] == "Usage" and o["spec"]["by"]["kind"] in app_kinds
     ]
-    assert result.xr["status"]["apps"] == {"nvidia": False, "vllm": False, "ingress": False}
+    assert result.xr["status"]["apps"] == {
+        "nvidia": False,
+        "vllm": False,
+        "keda": False,
+        "ingress": False,
+    }
     assert "ingressClassName" not in result.xr["status"]
     assert validate_objects(result.composed, schema_paths=package["schemas"]).ok
 
@@ -375,6 +380,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "vllmStack": pin("vllm_stack"),
         "productionStackOperator": pin("production_stack_operator"),
         "productionStackOperatorImage": pin("production_stack_operator_image"),
+        "keda": pin("keda"),
         "traefik": pin("traefik"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [

@@ -34,7 +34,7 @@ def test_xrd_is_namespaced_v2_with_printer_columns() -> None:
     assert XRD["apiVersion"] == "apiextensions.crossplane.io/v2"
     assert spec["scope"] == "Namespaced"
     columns = [c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]]
-    assert columns[:4] == ["MODEL", "GPUS", "READY", "ENDPOINT"]
+    assert columns[:6] == ["MODEL", "GPUS", "REPLICAS", "DESIRED", "READY", "ENDPOINT"]
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("llm-*.yaml")), ids=lambda p: p.name)
@@ -85,7 +85,7 @@ REJECTED = [
         xr(model="a/b", ingressHost="http://x.io"),
         "spec.parameters.ingressHost",
     ),
-    ("unknown field", xr(model="a/b", replicas=2), "replicas"),
+    ("unknown field", xr(model="a/b", replica=2), "replica"),
     (
         "target namespace alone (CEL)",
         xr(model="a/b", targetNamespace="x"),

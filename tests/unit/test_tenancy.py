@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, load_yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, load_yaml, simulator_image
 
 from function import tenancy
 from function.compose import Inputs, compose
@@ -153,12 +153,21 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
         "Job": "jobs",
         "PersistentVolumeClaim": "persistentvolumeclaims",
         "Secret": "secrets",
+        "ScaledObject": "scaledobjects",
+        "Deployment": "deployments",
+        "Service": "services",
     }
-    state = {**CLUSTER, "status": {**CLUSTER["status"]}}
+    state = {**CLUSTER, "status": {**CLUSTER["status"], "apps": {**CLUSTER["status"]["apps"]}}}
+    state["status"]["apps"]["keda"] = True
     composed = set()
-    for gated in (False, True):
-        model = "meta-llama/Llama-3.1-8B-Instruct" if gated else "Qwen/Qwen2.5-1.5B-Instruct"
-        xr = claim(**ON_CLUSTER, ingressHost="q.example.com", model=model)
+    scaled = {"autoscaling": {"maxReplicas": 2}}
+    variants = [
+        {"model": "Qwen/Qwen2.5-1.5B-Instruct"},
+        {"model": "meta-llama/Llama-3.1-8B-Instruct"},  # gated: the token Secret
+        {"model": "Qwen/Qwen2.5-1.5B-Instruct", "engine": {"simulate": True}, **scaled},
+    ]
+    for params in variants:
+        xr = claim(**ON_CLUSTER, ingressHost="q.example.com", **params)
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -170,6 +179,7 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
             Inputs(
                 xr=xr,
                 engine_image=engine_image(),
+                simulator_image=simulator_image(),
                 required={"inference-cluster": [state], "secret-hf-token": [secret]},
             )
         )

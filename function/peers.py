@@ -1,0 +1,93 @@
+"""The other models on the same InferenceCluster: the GPUs they hold and the names they serve.
+
+An InferenceCluster and the LLMInferences on it share a namespace (clusterRef names a
+cluster in the claim's own namespace), so the function asks Crossplane for every
+LLMInference there (a required resource) and keeps those whose clusterRef is the same
+cluster. Each is read defensively: another team's claim may be half-written or already
+being deleted, and must never make this one fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from function.cluster import dig
+
+API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
+KIND = "LLMInference"
+REQUIREMENT = "llminferences"
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    created: str  # metadata.creationTimestamp (RFC 3339, UTC), "" when not known
+    served_names: tuple[str, ...]
+    target_namespace: str | None  # spec.parameters.targetNamespace (None: the router's)
+    gpus: int  # per replica
+    max_replicas: int
+    simulate: bool
+
+    @property
+    def gpus_held(self) -> int:
+        """The most GPUs this model may run on: simulated replicas run on CPUs."""
+        return 0 if self.simulate else self.gpus * self.max_replicas
+
+    def before(self, created: str, name: str) -> bool:
+        """Whether this model came first (creation time, then name; a missing time counts
+        as later than any)."""
+        return (self.created or "~", self.name) < (created or "~", name)
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
+
+
+def _peer(xr: dict[str, Any]) -> Peer | None:
+    name = dig(xr, "metadata", "name")
+    params = dig(xr, "spec", "parameters")
+    model = dig(params, "model")
+    if not isinstance(name, str) or not isinstance(model, str) or not model:
+        return None
+    created = dig(xr, "metadata", "creationTimestamp")
+    # GPUs per replica: what the function planned, else what the claim asks, else one.
+    gpus = _positive_int(dig(xr, "status", "plan", "gpus")) or _positive_int(params.get("gpu"))
+    # Replicas: the maximum the function allowed (after the budget), else what is asked.
+    most = _positive_int(dig(xr, "status", "replicas", "max"))
+    if most is None:
+        most = _positive_int(dig(params, "autoscaling", "maxReplicas"))
+        most = most or _positive_int(params.get("replicas")) or 1
+    namespace = params.get("targetNamespace")
+    return Peer(
+        name=name,
+        created=created if isinstance(created, str) else "",
+        served_names=(model, *_strings(params.get("aliases"))),
+        target_namespace=namespace if isinstance(namespace, str) and namespace else None,
+        gpus=gpus or 1,
+        max_replicas=most,
+        simulate=dig(params, "engine", "simulate") is True,
+    )
+
+
+def on_cluster(found: list[dict[str, Any]], cluster: str, me: str) -> list[Peer]:
+    """The LLMInferences in `found` that run on InferenceCluster `cluster`, except `me` and
+    those being deleted, in first-come order."""
+    out = []
+    for xr in found:
+        if not isinstance(xr, dict) or dig(xr, "metadata", "name") == me:
+            continue
+        if dig(xr, "metadata", "deletionTimestamp"):
+            continue
+        if dig(xr, "spec", "parameters", "clusterRef", "name") != cluster:
+            continue
+        peer = _peer(xr)
+        if peer is not None:
+            out.append(peer)
+    return sorted(out, key=lambda p: (p.created or "~", p.name))
