@@ -127,10 +127,20 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
 
 
 # The state an example renders against: the InferenceCluster it references, as Crossplane
-# would supply it (the claim plus the status its own render publishes).
-CLUSTER_STATE = {
-    "examples/state/llm-qwen-on-aws.yaml": "examples/cluster-aws.yaml",
+# would supply it (the claim plus the status its own render publishes), then the models
+# already on that cluster (each claim rendered against the cluster, with the status its
+# render publishes, created before the example: the cluster's GPU budget and router names
+# count them).
+CLUSTER_STATE: dict[str, tuple[str, ...]] = {
+    "examples/state/llm-qwen-on-aws.yaml": ("examples/cluster-aws.yaml",),
+    "examples/state/llm-autoscaled.yaml": (
+        "examples/cluster-aws.yaml",
+        "examples/llm-qwen-on-aws.yaml",
+    ),
+    "examples/state/llm-simulated.yaml": ("examples/cluster-local.yaml",),
 }
+# When the models already on a cluster were created: before any example claim.
+PEER_CREATED = "2026-01-01T00:00:00Z"
 
 
 def cluster_states(root: Path) -> dict[str, str]:
@@ -138,15 +148,28 @@ def cluster_states(root: Path) -> dict[str, str]:
 
     pkg = documents.load_package(root / "package")
     out: dict[str, str] = {}
-    for target, claim_path in CLUSTER_STATE.items():
-        claim = yaml.safe_load((root / claim_path).read_text())
+    for target, (cluster_path, *peer_paths) in CLUSTER_STATE.items():
+        claim = yaml.safe_load((root / cluster_path).read_text())
         result = render.render_in_package(pkg, claim)
         if result.fatal:
-            raise GenerateError(f"{claim_path}: {result.fatal}")
-        state = {**claim, "status": result.xr.get("status", {})}
-        header = f"# {claim_path} as Crossplane supplies it to the LLMInference function.\n"
+            raise GenerateError(f"{cluster_path}: {result.fatal}")
+        docs = [{**claim, "status": result.xr.get("status", {})}]
+        for peer_path in peer_paths:
+            peer = yaml.safe_load((root / peer_path).read_text())
+            peer["metadata"]["creationTimestamp"] = PEER_CREATED
+            rendered = render.render_in_package(pkg, peer, required=list(docs))
+            if rendered.fatal:
+                raise GenerateError(f"{peer_path} on {cluster_path}: {rendered.fatal}")
+            status = {k: v for k, v in rendered.xr.get("status", {}).items() if k != "conditions"}
+            docs.append({**peer, "status": status})
+        header = f"# {cluster_path} as Crossplane supplies it to the LLMInference function"
+        if peer_paths:
+            header += f",\n# then the models already on it: {', '.join(peer_paths)}"
         # Keys sorted: merged status maps keep no stable order across processes.
-        out[target] = header + _dump(state, sort_keys=True)
+        body = yaml.dump_all(
+            docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100
+        )
+        out[target] = header + ".\n" + HEADER + body
     return out
 
 

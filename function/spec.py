@@ -281,7 +281,7 @@ def _engine(params: dict) -> EngineOverrides:
             raise SpecError(
                 f"{f}.image",
                 image,
-                f"{f}.image applies to vLLM; with {f}.simulate the function runs the "
+                f"{f}.image: applies to vLLM; with {f}.simulate the function runs the "
                 "inference simulator it pins (kcl/versions.k)",
             )
     else:

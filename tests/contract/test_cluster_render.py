@@ -37,7 +37,8 @@ HELM = "helm.m.crossplane.io/v1beta1"
 K8S = "kubernetes.m.crossplane.io/v1alpha1"
 USAGE = "protection.crossplane.io/v1beta1"
 
-# Every example turns on GPUs, nvidia, vllm and ingress: 3 Releases; the production-stack
+# Every example turns on GPUs, nvidia, vllm and ingress: 3 Releases (aws and local also KEDA:
+# one more, and its Usage, KEDA below); the production-stack
 # operator is 15 Objects (Namespace, 4 CRDs, ServiceAccount, 4 RBAC roles and 4 bindings...
 # see operator.k; GKE adds the GPU Operator's ResourceQuota).
 OPERATOR_OBJECTS = 15
@@ -50,6 +51,8 @@ APPS = {
     (HELM, "ProviderConfig"): 1,
     (K8S, "ProviderConfig"): 1,
 }
+
+KEDA = {(HELM, "Release"): 4}
 
 CASES: dict[str, dict[str, Any]] = {
     "aws": {
@@ -69,12 +72,13 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EKS, "NodeGroup"): 2,
             (M_AWS_EKS, "Addon"): 1,  # the EBS CSI driver
             **APPS,
+            **KEDA,
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,  # + the StorageClass
             # one per app resource and model object + cluster and ClusterAuth, each by both
             # ProviderConfigs + one per reference between the cloud resources (IGW, route
             # table, MRTA x2, route x2, 3 subnets, 3 RTAs x2, 5 policy attachments, EKS x4,
             # ClusterAuth, 2 node groups x5, the add-on)
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 36,
+            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 36,
         },
     },
     "azure": {
@@ -114,11 +118,12 @@ CASES: dict[str, dict[str, Any]] = {
         "example": "cluster-local.yaml",
         "kinds": {
             **APPS,
+            **KEDA,
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
             (K8S, "ProviderConfig"): 2,
             ("v1", "ServiceAccount"): 1,
             ("v1", "Secret"): 2,  # the ServiceAccount's token, the kubeconfig
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 5,
+            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 5,
         },
     },
     "existing": {
@@ -237,7 +242,8 @@ def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -
     xr = _example(CASES[provider]["example"])
     status = _render(package, xr).xr["status"]
     assert status["providerConfigName"] == xr["metadata"]["name"]
-    assert status["apps"] == {"nvidia": True, "vllm": True, "keda": False, "ingress": True}
+    keda = xr["spec"]["parameters"]["apps"].get("keda", {}).get("enabled", False)
+    assert status["apps"] == {"nvidia": True, "vllm": True, "keda": keda, "ingress": True}
     assert status["ingressClassName"] == "traefik"
     gpu = status["gpu"]
     assert gpu["enabled"] is True

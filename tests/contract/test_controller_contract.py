@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, by_base, engine_image, load_yaml
+from conftest import EXAMPLES, by_base, engine_image, load_yaml, simulator_image
 from production_stack_controller import (
     ControllerPanic,
     UpdateRejected,
@@ -38,7 +38,11 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in sorted(EXAMPLES.glob("llm-*.yaml")):
         for doc in load_yaml(path):
-            if doc.get("kind") == "LLMInference":
+            simulated = (doc.get("spec", {}).get("parameters", {}).get("engine") or {}).get(
+                "simulate"
+            )
+            # A simulated model has no VLLMRuntime (function/simulator.py).
+            if doc.get("kind") == "LLMInference" and not simulated:
                 out.append((f"{path.name}:{doc['metadata']['name']}", doc))
     return out
 
@@ -65,6 +69,7 @@ def runtime_of(claim: dict[str, Any], observed: dict[str, Any] | None = None) ->
         Inputs(
             xr=claim,
             engine_image=engine_image(),
+            simulator_image=simulator_image(),
             required=_required(claim),
             observed=observed or {},
         )
