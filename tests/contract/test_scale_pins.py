@@ -1,0 +1,174 @@
+"""Serving at scale against what runs: the pinned KEDA, router chart, production-stack CRD and
+inference simulator.
+
+- The KEDA chart installed is the release whose CRDs the ScaledObjects are validated against.
+- The simulator the Composition pins is the release whose parser `simulator_flags.yaml` was
+  read from, and the command line the function gives it uses only flags it declares.
+- The router values the InferenceCluster writes satisfy the vllm-stack chart's values schema
+  (Helm refuses a release whose values do not).
+- The router finds every engine a model composes: its discovery selector (published in the
+  cluster's status) matches the pods of a VLLMRuntime and of a simulated engine.
+- What the function leaves out for KEDA is exactly the scale subresource's replica path of
+  the pinned VLLMRuntime CRD.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml
+
+from dot_inference.crossplane.documents import load_package
+from dot_inference.crossplane.render import render_in_package
+from function import resources, simulator
+
+SHARED = ROOT.parent / "shared" / "schemas"
+VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
+ROUTER_SCHEMA = yaml.safe_load(
+    (Path(__file__).parent / "testdata" / "charts" / "vllm-stack-router.yaml").read_text()
+)
+
+
+def pin(name: str) -> str:
+    m = re.search(rf'^{name} = "([^"]+)"', VERSIONS, re.MULTILINE)
+    assert m, f"kcl/versions.k has no {name}"
+    return m.group(1)
+
+
+@pytest.fixture(scope="module")
+def pkg() -> Any:
+    return load_package(PACKAGE)
+
+
+def test_keda_chart_is_the_release_whose_crds_we_validate_against() -> None:
+    row = next(line for line in (SHARED / "INDEX.md").read_text().splitlines() if "`keda/`" in line)
+    release = re.search(r"kedacore/keda v(\d+\.\d+\.\d+)", row)
+    assert release, row
+    # kedacore/charts tags the chart with KEDA's version (keda/Chart.yaml version = appVersion).
+    assert pin("keda") == release.group(1)
+
+
+def test_the_simulator_pinned_is_the_one_whose_flags_we_read() -> None:
+    assert pin("inference_simulator") == simulator.VERSION
+    image = composition_input()["simulator"]["image"]
+    assert image == f"{pin('inference_simulator_image')}:{pin('inference_simulator')}"
+
+
+def _router_values(pkg: Any, example: str) -> dict[str, Any]:
+    xr = load_yaml(EXAMPLES / example)[0]
+    result = render_in_package(pkg, xr)
+    assert result.fatal is None, result.fatal
+    release = next(
+        o
+        for o in result.composed
+        if o["kind"] == "Release" and o["spec"]["forProvider"]["chart"]["name"] == "vllm-stack"
+    )
+    assert release["spec"]["forProvider"]["chart"]["version"] == ROUTER_SCHEMA["version"], (
+        "tests/contract/testdata/charts/vllm-stack-router.yaml was read from another chart "
+        "version than kcl/versions.k pins: read it again from that version's values.schema.json"
+    )
+    return release["spec"]["forProvider"]["values"]
+
+
+@pytest.mark.parametrize(
+    "example", ["cluster-aws.yaml", "cluster-endpoint.yaml", "cluster-local.yaml"]
+)
+def test_router_values_satisfy_the_charts_schema(pkg: Any, example: str) -> None:
+    values = _router_values(pkg, example)
+    jsonschema.Draft202012Validator(ROUTER_SCHEMA["schema"]).validate(values)
+
+
+def test_a_wrong_routing_logic_would_be_refused_by_the_chart(pkg: Any) -> None:
+    """The recorded schema is strict enough to catch a value Helm would refuse."""
+    values = _router_values(pkg, "cluster-endpoint.yaml")
+    values["routerSpec"]["routingLogic"] = "least-loaded"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(ROUTER_SCHEMA["schema"]).validate(values)
+
+
+def test_the_cluster_endpoint_is_the_routers_ingress(pkg: Any) -> None:
+    xr = load_yaml(EXAMPLES / "cluster-endpoint.yaml")[0]
+    result = render_in_package(pkg, xr)
+    router = _router_values(pkg, "cluster-endpoint.yaml")["routerSpec"]
+    endpoint = xr["spec"]["parameters"]["apps"]["vllm"]["endpoint"]
+    assert router["routingLogic"] == "session" and router["sessionKey"] == "x-session-id"
+    assert router["ingress"]["hosts"][0]["host"] == endpoint["host"]
+    assert router["ingress"]["tls"] == [{"secretName": "llm-tls", "hosts": [endpoint["host"]]}]
+    assert result.xr["status"]["endpoint"] == f"https://{endpoint['host']}"
+    # The two models become LLMInferences on this cluster, with their aliases and replicas.
+    models = {
+        o["spec"]["parameters"]["model"]: o["spec"]["parameters"]
+        for o in result.composed
+        if o["kind"] == "LLMInference"
+    }
+    assert models["Qwen/Qwen2.5-7B-Instruct"]["aliases"] == ["chat"]
+    assert models["Qwen/Qwen2.5-7B-Instruct"]["autoscaling"] == {"maxReplicas": 3}
+    assert models["BAAI/bge-m3"]["replicas"] == 2
+
+
+def _selector(text: str) -> dict[str, str]:
+    return dict(term.split("=", 1) for term in text.split(","))
+
+
+def test_the_router_discovers_every_engine_a_model_composes(pkg: Any) -> None:
+    """The router lists the pods of its namespace that match its label selector
+    (vllm-stack-0.1.12 src/vllm_router/service_discovery.py); the production-stack operator
+    gives a VLLMRuntime's pods the runtime's labels."""
+    result = render_in_package(pkg, load_yaml(EXAMPLES / "cluster-local.yaml")[0])
+    selector = _selector(result.xr["status"]["vllm"]["engineSelector"])
+    args = _router_values(pkg, "cluster-local.yaml")["routerSpec"]["extraArgs"]
+    assert _selector(args[args.index("--k8s-label-selector") + 1]) == selector
+    runtime_pod_labels = resources.labels("m")
+    simulated = resources.simulator_deployment(
+        name="m",
+        namespace="a-team",
+        model="a/b",
+        image="x/y:1",
+        args=[],
+        env=[],
+        replicas=1,
+        requests={},
+        limits={},
+    )
+    for labels in (runtime_pod_labels, simulated["spec"]["template"]["metadata"]["labels"]):
+        assert all(labels.get(k) == v for k, v in selector.items()), labels
+
+
+def test_keda_owns_exactly_the_scale_subresources_replica_path() -> None:
+    crd = load_yaml(SHARED / "production-stack" / "production-stack.vllm.ai_vllmruntimes.yaml")[0]
+    scale = crd["spec"]["versions"][0]["subresources"]["scale"]
+    path = scale["specReplicasPath"].lstrip(".").split(".")
+    assert path == ["spec", "deploymentConfig", "replicas"]
+    runtime = {"kind": "VLLMRuntime", "spec": {"deploymentConfig": {"replicas": 1, "image": {}}}}
+    left = resources.omit_replicas(runtime)
+    node: Any = left
+    for step in path[:-1]:
+        node = node[step]
+    assert path[-1] not in node and node == {"image": {}}
+    assert runtime["spec"]["deploymentConfig"]["replicas"] == 1, "the input is not changed"
+
+
+def test_a_scaled_object_validates_and_a_broken_one_does_not(pkg: Any) -> None:
+    """The KEDA CRD at the pin is strict enough to catch a wrong shape."""
+    from dot_inference.apiserver import validate_objects
+
+    good = resources.scaled_object(
+        name="m",
+        namespace="a-team",
+        model="a/b",
+        target={"apiVersion": "apps/v1", "kind": "Deployment", "name": "m"},
+        min_replicas=1,
+        max_replicas=2,
+        trigger={"type": "metrics-api", "metadata": {"url": "http://x"}},
+        polling_interval_s=15,
+        scale_down_delay_s=300,
+        scale_down_policy={"type": "Pods", "value": 1, "periodSeconds": 60},
+    )
+    assert validate_objects([good]).ok
+    bad = {**good, "spec": {**good["spec"], "maxReplicaCount": "two"}}
+    assert not validate_objects([bad]).ok
