@@ -53,9 +53,14 @@ def _examples(kind: str) -> list[tuple[str, dict, dict[str, list[dict]]]]:
     out = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         state = ROOT / "examples" / "state" / path.name
+        docs = [d for d in yaml.safe_load_all(state.read_text()) if d] if state.exists() else []
+        # The cluster, then the models already on it (what Crossplane passes for each).
         required = (
-            {"inference-cluster": [d for d in yaml.safe_load_all(state.read_text()) if d]}
-            if state.exists()
+            {
+                "inference-cluster": [d for d in docs if d["kind"] == "InferenceCluster"],
+                "llminferences": [d for d in docs if d["kind"] == "LLMInference"],
+            }
+            if docs
             else {}
         )
         for doc in yaml.safe_load_all(path.read_text()):
@@ -292,6 +297,34 @@ def bench_suite(_: int) -> None:
     TARGETS.append(("test suite (pytest)", took, 30.0, " s"))
 
 
+def bench_function_peers(calls: int) -> None:
+    """One model on a cluster that already runs many (examples/llm-autoscaled.yaml): the
+    function reads every LLMInference of the namespace for the GPU budget and the names."""
+    import copy
+
+    from function.fn import FunctionRunner
+
+    pkg = documents.load_package(ROOT / "package")
+    runner = FunctionRunner()
+    loop = asyncio.new_event_loop()
+    name, xr, required = next(e for e in _examples("LLMInference") if e[0] == "llm-autoscaled.yaml")
+    comp = render.select_composition(pkg, xr)
+    step_input = _step_input(comp, "devops-toolkit-function-dot-inference")
+    for count in (0, 100, 1000):
+        peers = []
+        for i in range(count):
+            peer = copy.deepcopy(xr)
+            peer["metadata"] = {"name": f"peer-{i}", "namespace": "a-team"}
+            peer["spec"]["parameters"]["model"] = f"example/model-{i}"
+            # Simulated: they hold no GPUs, so the budget is still worked out for all.
+            peer["spec"]["parameters"]["engine"] = {"simulate": True}
+            peers.append(peer)
+        req = _request(xr, step_input, {**required, "llminferences": peers})
+        m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
+        _print("function-peers", f"{name} beside {count} models", m)
+    loop.close()
+
+
 def _print_targets() -> None:
     if not TARGETS:
         return
@@ -305,6 +338,7 @@ FN_KCL = "crossplane-contrib-function-kcl"
 
 BENCHES = {
     "function-inprocess": bench_function_inprocess,
+    "function-peers": bench_function_peers,
     "function-grpc": bench_function_grpc,
     "kcl-step": bench_kcl_step,
     "kcl-memory": bench_kcl_memory,
@@ -328,6 +362,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pid {os.getpid()}")
     counts = {
+        "function-peers": max(1, args.calls // 5),
         "kcl-step": args.kcl_calls,
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,

@@ -330,6 +330,55 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
             "does not scale up by itself",
             id="eks-gpu-pool-at-zero",
         ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"vllm": {"enabled": True}},
+                "models": [
+                    {"model": "Qwen/Qwen2.5-7B-Instruct", "autoscaling": {"maxReplicas": 2}}
+                ],
+            },
+            "spec.parameters.models: Qwen/Qwen2.5-7B-Instruct autoscale, which needs KEDA: set "
+            "spec.parameters.apps.keda.enabled: true",
+            id="autoscaled-model-without-keda",
+        ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"vllm": {"enabled": True, "endpoint": {"routingLogic": "session"}}},
+            },
+            "spec.parameters.apps.vllm.endpoint.sessionKey is required with routingLogic session",
+            id="session-routing-without-key",
+        ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"vllm": {"enabled": True, "endpoint": {"routingLogic": "kvaware"}}},
+            },
+            "spec.parameters.apps.vllm.endpoint.routingLogic must be roundrobin, session or "
+            "prefixaware, got kvaware (the router's kvaware logic needs LMCache's controller",
+            id="kvaware-routing",
+        ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {
+                    "vllm": {"enabled": True, "endpoint": {"host": "llm.example.com"}},
+                    "ingress": {"enabled": False},
+                },
+            },
+            "spec.parameters.apps.vllm.endpoint.host llm.example.com is served through the "
+            "cluster's ingress controller: keep spec.parameters.apps.ingress.enabled",
+            id="endpoint-host-without-ingress",
+        ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"vllm": {"enabled": True, "endpoint": {"tlsSecretName": "tls"}}},
+            },
+            "spec.parameters.apps.vllm.endpoint.tlsSecretName needs host",
+            id="tls-without-host",
+        ),
     ],
 )
 def test_bad_combinations_fail_with_what_would_work(
@@ -423,6 +472,51 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         (
             {"provider": "aws", "gpu": {"enabled": True, "minNodes": 0}},
             "gpu.minNodes 0 is not possible on aws",
+        ),
+        (
+            {
+                "provider": "local",
+                "apps": {"vllm": {"enabled": True}},
+                "models": [{"model": "a/b", "autoscaling": {"maxReplicas": 2}}],
+            },
+            "models[].autoscaling needs KEDA: set apps.keda.enabled: true",
+        ),
+        (
+            {
+                "provider": "local",
+                "models": [{"model": "a/b", "replicas": 2, "autoscaling": {"maxReplicas": 2}}],
+            },
+            "models[]: replicas and autoscaling are exclusive",
+        ),
+        (
+            {"provider": "local", "apps": {"vllm": {"endpoint": {"routingLogic": "session"}}}},
+            "apps.vllm.endpoint.sessionKey is required with routingLogic session",
+        ),
+        (
+            {"provider": "local", "apps": {"vllm": {"endpoint": {"sessionKey": "x-user"}}}},
+            "apps.vllm.endpoint.sessionKey applies only to routingLogic session",
+        ),
+        (
+            {"provider": "local", "apps": {"vllm": {"endpoint": {"routingLogic": "kvaware"}}}},
+            "routingLogic",
+        ),
+        (
+            {"provider": "local", "apps": {"vllm": {"endpoint": {"tlsSecretName": "tls"}}}},
+            "apps.vllm.endpoint.tlsSecretName needs host",
+        ),
+        (
+            {
+                "provider": "local",
+                "apps": {
+                    "vllm": {"endpoint": {"host": "llm.example.com"}},
+                    "ingress": {"enabled": False},
+                },
+            },
+            "apps.vllm.endpoint.host is served through the cluster's ingress controller",
+        ),
+        (
+            {"provider": "local", "models": [{"model": "a/b", "aliases": ["bad alias"]}]},
+            "aliases",
         ),
     ],
 )

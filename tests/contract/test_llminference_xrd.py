@@ -66,6 +66,24 @@ ACCEPTED = [
             },
         ),
     ),
+    (
+        "autoscaled with aliases",
+        xr(
+            model="a/b",
+            aliases=["b", "org/b:latest"],
+            autoscaling={
+                "minReplicas": 2,
+                "maxReplicas": 8,
+                "metric": "kvCacheUsage",
+                "target": 75,
+            },
+        ),
+    ),
+    ("fixed replicas", xr(model="a/b", replicas=4)),
+    (
+        "simulated",
+        xr(model="a/b", engine={"simulate": True, "extraArgs": ["--max-num-seqs", "1"]}),
+    ),
 ]
 
 
@@ -113,6 +131,48 @@ REJECTED = [
         "env",
     ),
     ("token ref without name", xr(model="a/b", hfTokenSecretRef={"key": "t"}), "name"),
+    (
+        "replicas and autoscaling (CEL)",
+        xr(model="a/b", replicas=2, autoscaling={"maxReplicas": 3}),
+        "replicas and autoscaling are exclusive",
+    ),
+    ("replicas zero", xr(model="a/b", replicas=0), "spec.parameters.replicas"),
+    ("replicas above the limit", xr(model="a/b", replicas=65), "spec.parameters.replicas"),
+    ("autoscaling without a maximum", xr(model="a/b", autoscaling={}), "maxReplicas"),
+    (
+        "scale to zero",
+        xr(model="a/b", autoscaling={"minReplicas": 0, "maxReplicas": 2}),
+        "minReplicas",
+    ),
+    (
+        "minimum above maximum (CEL)",
+        xr(model="a/b", autoscaling={"minReplicas": 3, "maxReplicas": 2}),
+        "autoscaling.minReplicas must not exceed autoscaling.maxReplicas",
+    ),
+    (
+        "KV-cache target above 100 % (CEL)",
+        xr(model="a/b", autoscaling={"maxReplicas": 2, "metric": "kvCacheUsage", "target": 120}),
+        "autoscaling.target for kvCacheUsage is at most 100",
+    ),
+    (
+        "unknown metric",
+        xr(model="a/b", autoscaling={"maxReplicas": 2, "metric": "cpu"}),
+        "metric",
+    ),
+    ("alias with a space", xr(model="a/b", aliases=["a b"]), "spec.parameters.aliases[0]"),
+    ("alias with a quote", xr(model="a/b", aliases=['a"b']), "spec.parameters.aliases[0]"),
+    ("duplicate aliases", xr(model="a/b", aliases=["x", "x"]), "aliases"),
+    (
+        "alias repeating the model (CEL)",
+        xr(model="a/b", aliases=["a/b"]),
+        "aliases must not repeat model",
+    ),
+    ("nine aliases", xr(model="a/b", aliases=[f"x{i}" for i in range(9)]), "aliases"),
+    (
+        "simulated with an engine image (CEL)",
+        xr(model="a/b", engine={"simulate": True, "image": "docker.io/x/y:1"}),
+        "engine.image applies to vLLM",
+    ),
 ]
 
 
