@@ -14,6 +14,7 @@ inference simulator.
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,18 @@ def test_the_simulator_pinned_is_the_one_whose_flags_we_read() -> None:
     assert image == f"{pin('inference_simulator_image')}:{pin('inference_simulator')}"
 
 
+_RENDERS: dict[str, Any] = {}
+
+
+def _rendered(pkg: Any, example: str) -> Any:
+    """The render of an example InferenceCluster (each rendered once per module)."""
+    if example not in _RENDERS:
+        _RENDERS[example] = render_in_package(pkg, load_yaml(EXAMPLES / example)[0])
+    return _RENDERS[example]
+
+
 def _router_values(pkg: Any, example: str) -> dict[str, Any]:
-    xr = load_yaml(EXAMPLES / example)[0]
-    result = render_in_package(pkg, xr)
+    result = _rendered(pkg, example)
     assert result.fatal is None, result.fatal
     release = next(
         o
@@ -72,11 +82,11 @@ def _router_values(pkg: Any, example: str) -> dict[str, Any]:
         "tests/contract/testdata/charts/vllm-stack-router.yaml was read from another chart "
         "version than kcl/versions.k pins: read it again from that version's values.schema.json"
     )
-    return release["spec"]["forProvider"]["values"]
+    return copy.deepcopy(release["spec"]["forProvider"]["values"])
 
 
 @pytest.mark.parametrize(
-    "example", ["cluster-aws.yaml", "cluster-endpoint.yaml", "cluster-local.yaml"]
+    "example", ["cluster-aws.yaml", "cluster-with-models.yaml", "cluster-local.yaml"]
 )
 def test_router_values_satisfy_the_charts_schema(pkg: Any, example: str) -> None:
     values = _router_values(pkg, example)
@@ -85,20 +95,21 @@ def test_router_values_satisfy_the_charts_schema(pkg: Any, example: str) -> None
 
 def test_a_wrong_routing_logic_would_be_refused_by_the_chart(pkg: Any) -> None:
     """The recorded schema is strict enough to catch a value Helm would refuse."""
-    values = _router_values(pkg, "cluster-endpoint.yaml")
+    values = _router_values(pkg, "cluster-with-models.yaml")
     values["routerSpec"]["routingLogic"] = "least-loaded"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(ROUTER_SCHEMA["schema"]).validate(values)
 
 
 def test_the_cluster_endpoint_is_the_routers_ingress(pkg: Any) -> None:
-    xr = load_yaml(EXAMPLES / "cluster-endpoint.yaml")[0]
-    result = render_in_package(pkg, xr)
-    router = _router_values(pkg, "cluster-endpoint.yaml")["routerSpec"]
+    xr = load_yaml(EXAMPLES / "cluster-with-models.yaml")[0]
+    result = _rendered(pkg, "cluster-with-models.yaml")
+    router = _router_values(pkg, "cluster-with-models.yaml")["routerSpec"]
     endpoint = xr["spec"]["parameters"]["apps"]["vllm"]["endpoint"]
     assert router["routingLogic"] == "session" and router["sessionKey"] == "x-session-id"
     assert router["ingress"]["hosts"][0]["host"] == endpoint["host"]
     assert router["ingress"]["tls"] == [{"secretName": "llm-tls", "hosts": [endpoint["host"]]}]
+    assert router["ingress"]["className"] == result.xr["status"]["ingressClassName"]
     assert result.xr["status"]["endpoint"] == f"https://{endpoint['host']}"
     # The two models become LLMInferences on this cluster, with their aliases and replicas.
     models = {
@@ -106,9 +117,9 @@ def test_the_cluster_endpoint_is_the_routers_ingress(pkg: Any) -> None:
         for o in result.composed
         if o["kind"] == "LLMInference"
     }
-    assert models["Qwen/Qwen2.5-7B-Instruct"]["aliases"] == ["chat"]
-    assert models["Qwen/Qwen2.5-7B-Instruct"]["autoscaling"] == {"maxReplicas": 3}
-    assert models["BAAI/bge-m3"]["replicas"] == 2
+    assert models["moonshotai/Kimi-K2.5"]["aliases"] == ["kimi"]
+    assert models["BAAI/bge-m3"]["aliases"] == ["embed"]
+    assert models["BAAI/bge-m3"]["autoscaling"] == {"maxReplicas": 4}
 
 
 def _selector(text: str) -> dict[str, str]:
@@ -119,7 +130,7 @@ def test_the_router_discovers_every_engine_a_model_composes(pkg: Any) -> None:
     """The router lists the pods of its namespace that match its label selector
     (vllm-stack-0.1.12 src/vllm_router/service_discovery.py); the production-stack operator
     gives a VLLMRuntime's pods the runtime's labels."""
-    result = render_in_package(pkg, load_yaml(EXAMPLES / "cluster-local.yaml")[0])
+    result = _rendered(pkg, "cluster-local.yaml")
     selector = _selector(result.xr["status"]["vllm"]["engineSelector"])
     args = _router_values(pkg, "cluster-local.yaml")["routerSpec"]["extraArgs"]
     assert _selector(args[args.index("--k8s-label-selector") + 1]) == selector

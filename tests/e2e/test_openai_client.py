@@ -72,7 +72,7 @@ def router(request: pytest.FixtureRequest) -> Iterator[str]:
     config = getattr(request, "param", {})
     handler = type("R", (Router,), config)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -120,9 +120,9 @@ def test_routes(router: str, names: list[str], host: str | None, problems: list[
 
 @pytest.mark.parametrize("router", [ALL], indirect=True)
 def test_load_counts_answers(router: str) -> None:
-    ok, failed = openai_client.load(router, "a/b", 0.3, 3)
+    ok, failed = openai_client.load(router, "a/b", 0.1, 3)
     assert ok > 0 and failed == 0
-    ok, failed = openai_client.load(router, "x/y", 0.2, 2)
+    ok, failed = openai_client.load(router, "x/y", 0.05, 2)
     assert ok == 0 and failed > 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -119,16 +120,31 @@ def test_a_kcl_refusal_names_the_field_not_the_program() -> None:
     )
 
 
-def test_claims_render_in_parallel_exactly_as_one_by_one() -> None:
+def test_claims_render_in_parallel_exactly_as_one_by_one(tmp_path: Path) -> None:
     """A directory renders on every CPU (DOT_INFERENCE_JOBS): the same YAML and the same
-    standard error as one claim after another."""
+    standard error as one claim after another. A directory of both kinds of claim, one with
+    cluster state (./task render renders all of examples/ the parallel way)."""
     import os
+    import shutil
     import subprocess
     import sys
 
+    (tmp_path / "state").mkdir()
+    for name in (
+        "cluster-local.yaml",
+        "cluster-existing.yaml",
+        "llm-qwen.yaml",
+        "llm-embedding.yaml",
+        "llm-simulated.yaml",
+    ):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    shutil.copy(
+        EXAMPLES / "state" / "llm-simulated.yaml", tmp_path / "state" / "llm-simulated.yaml"
+    )
+
     def run(jobs: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "dot_inference.cli", "render", "examples/", "--validate"],
+            [sys.executable, "-m", "dot_inference.cli", "render", str(tmp_path), "--validate"],
             cwd=ROOT,
             env={**os.environ, "DOT_INFERENCE_JOBS": jobs},
             capture_output=True,
