@@ -379,8 +379,10 @@ def _secrets(
 def _engine_args(
     spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome
 ) -> list[str]:
-    # Every name the engine answers to, the Hugging Face id first (vLLM labels its metrics
-    # with the first; the router registers each name /v1/models lists).
+    # Every name the engine answers to, the Hugging Face id first: vLLM 0.17.1 takes a list
+    # (config/model.py served_model_name), labels its metrics and answers with the first,
+    # and lists one model card per name at /v1/models (entrypoints/openai/models/
+    # serving.py), each of which the router registers for routing.
     args = ["--served-model-name", *spec.served_names]
     if spec.api_key_secret is not None:
         # The controller's one variable from a Secret carries the key (see _build); the
