@@ -473,6 +473,13 @@ def _summary(xr: dict, result: Any) -> str:
         if plan.get("maxModelLen"):
             parts.append(f"context {plan['maxModelLen']}")
         parts.append("fits" if plan.get("fits") else "does NOT fit")
+        if plan.get("simulated"):
+            parts.append("simulated (no GPU)")
+        replicas = status.get("replicas") or {}
+        if replicas.get("autoscaled"):
+            parts.append(f"{replicas.get('min')}-{replicas.get('max')} replicas (KEDA)")
+        elif (replicas.get("max") or 1) > 1:
+            parts.append(f"{replicas['max']} replicas")
         if status.get("endpoint"):
             parts.append(str(status["endpoint"]))
     else:

@@ -47,8 +47,10 @@ class Target:
     reserved_namespaces: tuple[str, ...] = ()
     # GPU nodes the pool may grow to (status.gpu.maxNodes): with per_node, the GPU budget.
     max_nodes: int | None = None
-    # Whether the cluster runs KEDA (status.apps.keda), which autoscaling needs.
+    # Whether the cluster runs KEDA (status.apps.keda), which autoscaling needs, and the
+    # name of its Release on the control plane (status.keda.release).
     keda: bool = False
+    keda_release: str | None = None
     # The namespace its vLLM router discovers engines in, and where the router is reached
     # (status.vllm.namespace, status.endpoint).
     router_namespace: str | None = None
@@ -165,6 +167,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     read_per_gib = _num(dig(status, "storage", "readMiBpsPerGiB"))
     max_nodes = _num(gpu.get("maxNodes"))
     endpoint = status.get("endpoint")
+    keda_release = dig(status, "keda", "release")
     return Target(
         provider_config=provider_config,
         namespace=spec.target_namespace
@@ -196,6 +199,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         reserved_namespaces=_strings(dig(status, "tenancy", "reservedNamespaces")),
         max_nodes=int(max_nodes) if max_nodes and max_nodes >= 1 and not no_gpu else None,
         keda=dig(status, "apps", "keda") is True,
+        keda_release=keda_release if isinstance(keda_release, str) and keda_release else None,
         router_namespace=router_ns if isinstance(router_ns, str) and router_ns else None,
         router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,
     )

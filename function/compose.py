@@ -60,6 +60,7 @@ CLUSTER_USAGE = "usage-inference-cluster"
 SIMULATOR = "simulator"
 SIMULATOR_SERVICE = "simulator-service"
 SCALER = "scaled-object"
+KEDA_USAGE = "usage-keda"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
@@ -178,6 +179,8 @@ def hub_query(inputs: Inputs) -> HubQuery | None:
         spec = parse(inputs.xr)
     except SpecError:
         return None
+    if spec.engine.simulate:
+        return None  # a simulated model is planned from the catalog or its name only
     if catalog.lookup(spec.model) is not None or HF_TOKEN_REQUIREMENT not in inputs.required:
         return None
     token = _secret_value(inputs.required[HF_TOKEN_REQUIREMENT], _hf_token_ref_for_hub(spec).key)
@@ -264,13 +267,17 @@ def _find_target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
         _keep_observed(inputs, out)
         return None
     g = target.gpu
+    pool = (
+        "no GPU pool (a simulated model needs none)"
+        if g.assumed
+        else f"{g.per_node} x {g.type or 'GPU'} ({g.memory_gib:g} GiB) per node"
+    )
     out.conditions.append(
         Condition(
             "Cluster",
             "True",
             "Found",
-            f"{ref}: {g.per_node} x {g.type or 'GPU'} ({g.memory_gib:g} GiB) per node, "
-            f"ProviderConfig {target.provider_config}",
+            f"{ref}: {pool}, ProviderConfig {target.provider_config}",
         )
     )
     return target
@@ -526,7 +533,11 @@ def _plan(
         else:
             plan = sizing.plan(facts, spec.gpu, target.gpu, engine)
     except sizing.SizingError as e:
-        raise SpecError(e.field, e.value, e.message) from e
+        if e.message.startswith(f"{P}."):
+            raise SpecError(e.field, e.value, e.message) from e
+        # The GPU count was the function's choice: the model is what does not fit.
+        field = e.field if spec.gpu is not None else f"{P}.model"
+        raise SpecError(field, spec.model, f"{field}: {e.message}") from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
         # Leave room for the model-cache Job, which may run beside the engine.
         plan = sizing.fit_to_node(
@@ -549,12 +560,35 @@ def _plan(
     return facts, plan, source
 
 
+def _behind_router(spec: LLMSpec, target: Target) -> bool:
+    """Whether the cluster's router serves the model: it discovers engines in its own
+    namespace, and learns a pod's models from its /v1/models, which vLLM's --api-key guards
+    and the router asks without a key (vllm-stack 0.1.12 service_discovery.py)."""
+    return target.routed and spec.api_key_secret is None
+
+
+def _plan_simulated(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
+) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
+    """The plan of a simulated model: the one vLLM would get, for status; what would stop
+    vLLM (the model does not fit, its size is unknown) is a warning, since the simulator
+    needs no GPU."""
+    try:
+        return _plan(spec, target, inputs, out)
+    except SpecError as e:
+        gpus = min(spec.gpu or 1, target.gpu.per_node)
+        out.warnings.append(
+            f"{P}.engine.simulate: the simulator serves it, but vLLM would not: {e.message}"
+        )
+        return None, sizing.plan_without_facts(gpus, target.gpu), "unknown"
+
+
 def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
     """Where to send requests: the model's own Ingress host, else the cluster's endpoint when
     its router serves the model (requests then name it in `model`), else its Service."""
     if spec.ingress_host:
         return f"http://{spec.ingress_host}"
-    if target.routed and target.router_endpoint:
+    if _behind_router(spec, target) and target.router_endpoint:
         return target.router_endpoint
     return f"http://{service}.{target.namespace}.svc.cluster.local"
 
@@ -1013,11 +1047,16 @@ def _build(
             readiness_cel=resources.RUNTIME_READY_CEL,
             watch=True,
         )
+    observed_scaler = inputs.observed.get(SCALER + target.suffix)
     if count.autoscaled and fetch.done:
         # KEDA takes over once the model is cached (the runtime then has replicas to scale).
         _scaler(spec, target, name, count, RUNTIME_SCALE_TARGET | {"name": name}, out)
+    elif count.autoscaled and holding and observed_scaler is not None:
+        # The engine kept serving while the new model downloads stays under KEDA.
+        out.resources[SCALER + target.suffix] = resources.desired_from_observed(observed_scaler)
     _ingress(spec, target, name, out)
     _cluster_usage(spec, target, inputs, out)
+    _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
     _cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
     out.status_extra["cache"] = {
@@ -1127,6 +1166,32 @@ def _scaler(
     )
 
 
+def _keda_usage(
+    spec: LLMSpec, target: Target, count: scaling.Replicas, inputs: Inputs, out: Outcome
+) -> None:
+    """A Usage that keeps the cluster's KEDA Release while this model autoscales: turning
+    apps.keda off would otherwise uninstall KEDA under the model's ScaledObject, whose
+    finalizer only KEDA removes."""
+    # The cluster's own models (spec.parameters.models) need none: its program refuses
+    # apps.keda off while one of them autoscales, and its deletion removes them first.
+    if (
+        count.autoscaled
+        and target.cluster
+        and target.keda_release
+        and not _composed_by_cluster(inputs.xr, target.cluster)
+    ):
+        out.resources[KEDA_USAGE] = resources.usage(
+            name=resources.dns_label(f"{spec.name}-uses-{target.keda_release}"),
+            of={
+                "apiVersion": "helm.m.crossplane.io/v1beta1",
+                "kind": "Release",
+                "resourceRef": {"name": target.keda_release},
+            },
+            model_claim=spec.name,
+            replay_deletion=True,
+        )
+
+
 def _build_simulated(
     spec: LLMSpec,
     target: Target,
@@ -1138,7 +1203,9 @@ def _build_simulated(
 ) -> Engine:
     """Compose llm-d's inference simulator in place of vLLM (function/simulator.py): a
     Deployment and a Service with the engine's labels, no GPU, no model download."""
-    name = resources.dns_label(spec.name)
+    # Not the claim's own name: the operator's Deployment and Service of a VLLMRuntime carry
+    # that one, and a model switched to the simulator must not meet them.
+    name = resources.dns_label(f"{spec.name}-sim")
     remote = target.provider_config is not None
     if remote and target.cluster is None:
         _place(
@@ -1149,6 +1216,18 @@ def _build_simulated(
             out,
             suffix="namespace",
             management_policies=resources.NAMESPACE_POLICIES,
+        )
+    ignored = [
+        f
+        for f, given in (
+            (f"{P}.storage", spec.storage.class_name or spec.storage.size_gib),
+            (f"{P}.hfTokenSecretRef", spec.hf_token_secret),
+        )
+        if given
+    ]
+    if ignored:
+        out.warnings.append(
+            f"{', '.join(ignored)}: not used with {P}.engine.simulate (nothing is downloaded)"
         )
     max_len = _max_model_len(spec, plan, out)
     command = simulator.command(
@@ -1193,6 +1272,7 @@ def _build_simulated(
         _scaler(spec, target, name, count, DEPLOYMENT_SCALE_TARGET | {"name": name}, out)
     _ingress(spec, target, name, out)
     _cluster_usage(spec, target, inputs, out)
+    _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
     out.conditions.append(
         Condition(
@@ -1292,7 +1372,7 @@ def _readiness(
     remote = target.provider_config is not None
     for key in out.resources:
         observed = inputs.observed.get(key)
-        if key == CLUSTER_USAGE:
+        if key in (CLUSTER_USAGE, KEDA_USAGE):
             out.ready[key] = True  # a Usage reports no readiness of its own
         elif key == engine_key + target.suffix:
             out.ready[key] = serving
@@ -1326,19 +1406,35 @@ def _created(inputs: Inputs) -> str:
 
 
 def _check_served_names(
-    spec: LLMSpec, target: Target, others: list[peers.Peer], created: str
+    spec: LLMSpec,
+    target: Target,
+    others: list[peers.Peer],
+    created: str,
+    inputs_xr: dict[str, Any],
+    out: Outcome,
 ) -> None:
     """No two models behind one router may answer to the same name: the router would send a
     request for it to either. The model that came first keeps the name."""
-    if not target.routed:
+    if target.routed and spec.api_key_secret is not None and target.router_endpoint:
+        out.warnings.append(
+            f"{P}.apiKeySecretRef: InferenceCluster {target.cluster}'s router does not serve "
+            "this model: it learns each engine's models from /v1/models, which the API key "
+            "guards, and asks without one; send requests to the model's own endpoint "
+            f"({P}.ingressHost, or its Service)"
+        )
+    if not _behind_router(spec, target):
         return
+    mine = set(peers.published_names(inputs_xr))
     for peer in others:
         if (peer.target_namespace or target.router_namespace) != target.namespace:
             continue
-        if not peer.before(created, spec.name):
-            continue
+        earlier = peer.before(created, spec.name)
         for i, served in enumerate(spec.served_names):
-            if served not in peer.served_names:
+            # A name belongs to the model that came first, and to one that already serves
+            # it (a running model keeps its names when an older claim is edited).
+            taken = served in peer.served_names and earlier
+            taken = taken or (served in peer.published_names and served not in mine)
+            if not taken:
                 continue
             field = f"{P}.model" if i == 0 else f"{P}.aliases[{i - 1}]"
             raise SpecError(
@@ -1383,11 +1479,7 @@ def _replicas(
             cluster=target.cluster,
             max_nodes=target.max_nodes,
             per_node=target.gpu.per_node,
-            holders=tuple(
-                scaling.Holder(p.name, p.gpus_held)
-                for p in others
-                if p.before(created, spec.name) and p.gpus_held
-            ),
+            holders=_holders(spec, target, others, created),
         )
     count = scaling.replicas(spec.replicas, spec.autoscaling, plan.gpus, budget)
     held = f"up to {count.high} replica(s) x {plan.gpus} GPU(s) = {count.high * plan.gpus} GPUs"
@@ -1418,6 +1510,38 @@ def _replicas(
             Condition("GPUBudget", "True", "Fits", f"holds {held}; {budget.describe()}")
         )
     return count
+
+
+def _holders(
+    spec: LLMSpec, target: Target, others: list[peers.Peer], created: str
+) -> tuple[scaling.Holder, ...]:
+    """What the other models hold of the pool: those created before this one, at their most,
+    and those already running with the most their function allowed them (so an edit of an
+    older claim never takes GPUs a running model holds)."""
+    out = []
+    for p in others:
+        if p.simulate:
+            continue
+        if p.before(created, spec.name):
+            gpus = p.gpus if p.gpus_planned else _peer_gpus(p, target)
+            out.append(scaling.Holder(p.name, gpus * p.max_replicas, planned=p.gpus_planned))
+        elif p.published_gpus:
+            out.append(scaling.Holder(p.name, p.published_gpus))
+    return tuple(h for h in out if h.gpus)
+
+
+def _peer_gpus(peer: peers.Peer, target: Target) -> int:
+    """GPUs per replica of a model that has published no plan yet (created in the same
+    moment, e.g. two entries of a cluster's models): planned here as its own function
+    will plan it from the catalog or its name; none when that plan fails (its function
+    refuses it, so it runs nothing), one when nothing here knows the model (the Hub may)."""
+    facts = catalog.resolve(peer.model)
+    if facts is None:
+        return 1
+    try:
+        return sizing.plan(facts, None, target.gpu, sizing.EngineSettings()).gpus
+    except sizing.SizingError:
+        return 0
 
 
 def _replicas_status(
@@ -1470,9 +1594,12 @@ def compose(inputs: Inputs) -> Outcome:
             return out
         others = _peers(spec, target, inputs, out)
         created = _created(inputs)
-        _check_served_names(spec, target, others, created)
+        _check_served_names(spec, target, others, created, inputs.xr, out)
         _check_keda(spec, target)
-        facts, plan, source = _plan(spec, target, inputs, out)
+        if spec.engine.simulate:
+            facts, plan, source = _plan_simulated(spec, target, inputs, out)
+        else:
+            facts, plan, source = _plan(spec, target, inputs, out)
         image = (
             inputs.simulator_image
             if spec.engine.simulate
@@ -1490,7 +1617,7 @@ def compose(inputs: Inputs) -> Outcome:
         out.warnings.extend(plan.warnings)
         if plan.host_capped:
             out.notes.append(f"engine requests lowered: {plan.host_capped}")
-        if facts is None:
+        if facts is None and not spec.engine.simulate:
             out.warnings.append(
                 f"{spec.model} is not in the catalog, the Hub could not describe it and its "
                 f"name carries no size: deployed on the {plan.gpus} GPU(s) asked for, GPU "
@@ -1511,6 +1638,6 @@ def compose(inputs: Inputs) -> Outcome:
     out.status = _status(spec, facts, plan, source, engine, _endpoint(spec, target, engine.name))
     out.status["plan"] |= out.status_extra
     out.status["replicas"] = _replicas_status(inputs, target, engine, count)
-    if target.routed and target.router_endpoint:
+    if _behind_router(spec, target) and target.router_endpoint:
         out.status["clusterEndpoint"] = target.router_endpoint
     return out

@@ -25,9 +25,17 @@ class Peer:
     created: str  # metadata.creationTimestamp (RFC 3339, UTC), "" when not known
     served_names: tuple[str, ...]
     target_namespace: str | None  # spec.parameters.targetNamespace (None: the router's)
-    gpus: int  # per replica
+    gpus: int  # per replica: its plan's, else its claim's, else 1 (gpus_planned says which)
     max_replicas: int
     simulate: bool
+    gpus_planned: bool = True  # False: the model has not published a plan nor asked a count
+    # What the model's function already published (status): it runs with these.
+    published_names: tuple[str, ...] = ()
+    published_gpus: int | None = None  # status.replicas.max x status.plan.gpus
+
+    @property
+    def model(self) -> str:
+        return self.served_names[0]
 
     @property
     def gpus_held(self) -> int:
@@ -58,13 +66,16 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         return None
     created = dig(xr, "metadata", "creationTimestamp")
     # GPUs per replica: what the function planned, else what the claim asks, else one.
-    gpus = _positive_int(dig(xr, "status", "plan", "gpus")) or _positive_int(params.get("gpu"))
+    planned = _positive_int(dig(xr, "status", "plan", "gpus"))
+    gpus = planned or _positive_int(params.get("gpu"))
     # Replicas: the maximum the function allowed (after the budget), else what is asked.
-    most = _positive_int(dig(xr, "status", "replicas", "max"))
+    allowed = _positive_int(dig(xr, "status", "replicas", "max"))
+    most = allowed
     if most is None:
         most = _positive_int(dig(params, "autoscaling", "maxReplicas"))
         most = most or _positive_int(params.get("replicas")) or 1
     namespace = params.get("targetNamespace")
+    simulate = dig(params, "engine", "simulate") is True
     return Peer(
         name=name,
         created=created if isinstance(created, str) else "",
@@ -72,7 +83,10 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         target_namespace=namespace if isinstance(namespace, str) and namespace else None,
         gpus=gpus or 1,
         max_replicas=most,
-        simulate=dig(params, "engine", "simulate") is True,
+        simulate=simulate,
+        gpus_planned=gpus is not None,
+        published_names=_strings(dig(xr, "status", "servedModelNames")),
+        published_gpus=planned * allowed if planned and allowed and not simulate else None,
     )
 
 
@@ -91,3 +105,8 @@ def on_cluster(found: list[dict[str, Any]], cluster: str, me: str) -> list[Peer]
         if peer is not None:
             out.append(peer)
     return sorted(out, key=lambda p: (p.created or "~", p.name))
+
+
+def published_names(xr: dict[str, Any]) -> tuple[str, ...]:
+    """The names an LLMInference's status says it serves."""
+    return _strings(dig(xr, "status", "servedModelNames"))

@@ -527,20 +527,37 @@ def desired_from_observed(observed: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def cluster_usage(*, name: str, cluster: str, model_claim: str) -> dict[str, Any]:
-    """A Usage that keeps the InferenceCluster `cluster` while the LLMInference
-    `model_claim` runs on it: deleting the cluster is refused, naming the model, instead of
-    tearing the cluster down under it (Crossplane's webhook blocks the delete)."""
+def usage(
+    *, name: str, of: Mapping[str, Any], model_claim: str, replay_deletion: bool = False
+) -> dict[str, Any]:
+    """A Usage of `of` (apiVersion, kind, resourceRef) by the LLMInference `model_claim`:
+    deleting `of` is refused, naming the model, while the model uses it (Crossplane's
+    webhook blocks the delete); with `replay_deletion`, a deletion refused meanwhile (its
+    XR's, say) goes ahead once the model is gone."""
     api = "inference.devopstoolkit.ai/v1alpha1"
+    spec: dict[str, Any] = {
+        "of": dict(of),
+        "by": {"apiVersion": api, "kind": "LLMInference", "resourceRef": {"name": model_claim}},
+    }
+    if replay_deletion:
+        spec["replayDeletion"] = True
     return {
         "apiVersion": "protection.crossplane.io/v1beta1",
         "kind": "Usage",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF}},
-        "spec": {
-            "of": {"apiVersion": api, "kind": "InferenceCluster", "resourceRef": {"name": cluster}},
-            "by": {"apiVersion": api, "kind": "LLMInference", "resourceRef": {"name": model_claim}},
-        },
+        "spec": spec,
     }
+
+
+def cluster_usage(*, name: str, cluster: str, model_claim: str) -> dict[str, Any]:
+    """A Usage that keeps the InferenceCluster `cluster` while the LLMInference
+    `model_claim` runs on it, instead of tearing the cluster down under it."""
+    api = "inference.devopstoolkit.ai/v1alpha1"
+    return usage(
+        name=name,
+        of={"apiVersion": api, "kind": "InferenceCluster", "resourceRef": {"name": cluster}},
+        model_claim=model_claim,
+    )
 
 
 # --- Simulated engine (engine.simulate) -------------------------------------------------

@@ -85,10 +85,12 @@ def trigger(
 
 @dataclass(frozen=True)
 class Holder:
-    """A model that holds GPUs of the pool: its claim and how many."""
+    """A model that holds GPUs of the pool: its claim and how many (`planned` False: it has
+    published no plan yet, so its count is this function's estimate)."""
 
     name: str
     gpus: int
+    planned: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,13 @@ class Budget:
         )
         if not self.holders:
             return f"{pool}, all free"
-        held = ", ".join(f"{h.name} {h.gpus}" for h in self.holders)
-        return f"{pool}; models before this one hold {self.held} ({held}), so {self.free} are free"
+        held = ", ".join(
+            f"{h.name} {h.gpus}" + ("" if h.planned else " estimated") for h in self.holders
+        )
+        return (
+            f"{pool}; models created before this one or already running hold {self.held} "
+            f"({held}), so {self.free} are free"
+        )
 
 
 @dataclass(frozen=True)
@@ -149,29 +156,37 @@ def replicas(
     if autoscaling is None:
         count = fixed or 1
         if budget is not None and count * gpus > budget.free:
-            field = f"{P}.replicas"
-            fits = budget.free // gpus
-            instead = f"use {field} {fits} or fewer" if fits else "remove or shrink another model"
-            raise SpecError(
-                field,
-                count,
-                f"{field}: {count} replica(s) x {gpus} GPU(s) = {count * gpus} GPUs do not fit: "
-                f"{budget.describe()}; {instead}, or raise gpu.maxNodes on InferenceCluster "
-                f"{budget.cluster}",
-            )
+            raise _no_room(budget, gpus, count, f"{P}.replicas" if fixed else None)
         return Replicas(low=count, high=count, autoscaled=False, asked_high=count)
     low, high = autoscaling.min_replicas, autoscaling.max_replicas
     if budget is None:
         return Replicas(low=low, high=high, autoscaled=True, asked_high=high)
     if low * gpus > budget.free:
-        field = f"{P}.autoscaling.minReplicas"
-        raise SpecError(
-            field,
-            low,
-            f"{field}: {low} replica(s) x {gpus} GPU(s) = {low * gpus} GPUs do not fit: "
-            f"{budget.describe()}; lower minReplicas to {budget.free // gpus or 1}"
-            + ("" if budget.free >= gpus else " after freeing GPUs")
-            + f", or raise gpu.maxNodes on InferenceCluster {budget.cluster}",
-        )
+        raise _no_room(budget, gpus, low, f"{P}.autoscaling.minReplicas")
     allowed = min(high, budget.free // gpus)
     return Replicas(low=low, high=allowed, autoscaled=True, asked_high=high)
+
+
+def _no_room(budget: Budget, gpus: int, count: int, field: str | None) -> SpecError:
+    """The refusal of `count` replicas of `gpus` GPUs: `field` is the count's field (None:
+    the default single replica, so the cluster is what does not fit)."""
+    fits = budget.free // gpus
+    more = f"raise gpu.maxNodes on InferenceCluster {budget.cluster}"
+    if fits and field:
+        instead = f"use {field} {fits} or fewer, or {more}"
+    else:
+        short = count * gpus - budget.free
+        instead = (
+            f"free {short} GPU(s) (remove or shrink a model there), {more}, or choose "
+            "another cluster"
+        )
+    what = f"{count} replica(s) x {gpus} GPU(s) = {count * gpus} GPUs"
+    if field is None:
+        field = f"{P}.clusterRef.name"
+        return SpecError(
+            field,
+            budget.cluster,
+            f"{field}: one replica of {gpus} GPU(s) does not fit InferenceCluster "
+            f"{budget.cluster}: {budget.describe()}; {instead}",
+        )
+    return SpecError(field, count, f"{field}: {what} do not fit: {budget.describe()}; {instead}")

@@ -424,6 +424,16 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
                 "names the cluster's ProviderConfig",
             )
         cluster_ref = cname
+    engine = _engine(params)
+    api_key = _secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY)
+    if engine.simulate and api_key is not None:
+        raise SpecError(
+            f"{P}.apiKeySecretRef",
+            api_key.name,
+            f"{P}.apiKeySecretRef: the inference simulator ({P}.engine.simulate) checks no API "
+            "key, so the model would answer anyone; remove apiKeySecretRef to simulate, or "
+            "run vLLM",
+        )
     return LLMSpec(
         name=name,
         namespace=namespace,
@@ -434,8 +444,8 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         target_namespace=target_ns,
         cluster_ref=cluster_ref,
         hf_token_secret=_secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
-        api_key_secret=_secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY),
-        engine=_engine(params),
+        api_key_secret=api_key,
+        engine=engine,
         storage=_storage(params),
         replicas=_replicas(params),
         autoscaling=_autoscaling(params),

@@ -71,17 +71,49 @@ def test_crossplane_may_manage_every_kind_composed_directly() -> None:
         "Ingress": "ingresses",
         "Job": "jobs",
         "PersistentVolumeClaim": "persistentvolumeclaims",
+        "ScaledObject": "scaledobjects",
+        "Deployment": "deployments",
+        "Service": "services",
     }
-    for path in sorted(EXAMPLES.glob("llm-*.yaml")):
-        for claim in load_yaml(path):
-            if claim.get("kind") != "LLMInference" or "clusterRef" in claim["spec"]["parameters"]:
+    claims = [
+        (path.name, claim)
+        for path in sorted(EXAMPLES.glob("llm-*.yaml"))
+        for claim in load_yaml(path)
+        if claim.get("kind") == "LLMInference" and "clusterRef" not in claim["spec"]["parameters"]
+    ]
+    # Autoscaled and simulated on the control plane: a ScaledObject, a Deployment, a Service.
+    simulated = {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "sim", "namespace": "a-team"},
+        "spec": {
+            "parameters": {
+                "model": "Qwen/Qwen2.5-1.5B-Instruct",
+                "ingressHost": "sim.example.com",
+                "autoscaling": {"maxReplicas": 2},
+                "engine": {"simulate": True},
+            }
+        },
+    }
+    claims.append(("a simulated, autoscaled claim", simulated))
+    seen = set()
+    step = composition_input()
+    for where, claim in claims:
+        out = compose(
+            Inputs(
+                xr=claim,
+                engine_image=step["engine"]["image"],
+                simulator_image=step["simulator"]["image"],
+            )
+        )
+        assert out.fatal is None, out.fatal
+        for obj in out.resources.values():
+            group = obj["apiVersion"].rpartition("/")[0]
+            if group.endswith("crossplane.io"):
                 continue
-            out = compose(Inputs(xr=claim, engine_image=composition_input()["engine"]["image"]))
-            for obj in out.resources.values():
-                group = obj["apiVersion"].rpartition("/")[0]
-                if group.endswith("crossplane.io"):
-                    continue
-                assert (group, plural[obj["kind"]]) in granted, f"{path.name}: {obj['kind']}"
+            seen.add(obj["kind"])
+            assert (group, plural[obj["kind"]]) in granted, f"{where}: {obj['kind']}"
+    assert seen == set(plural), f"every kind checked: {sorted(set(plural) - seen)} never composed"
 
 
 def test_dependencies_are_compatible_ranges_not_floors() -> None:

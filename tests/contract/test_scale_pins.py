@@ -134,20 +134,23 @@ def test_the_router_discovers_every_engine_a_model_composes(pkg: Any) -> None:
     selector = _selector(result.xr["status"]["vllm"]["engineSelector"])
     args = _router_values(pkg, "cluster-local.yaml")["routerSpec"]["extraArgs"]
     assert _selector(args[args.index("--k8s-label-selector") + 1]) == selector
-    runtime_pod_labels = resources.labels("m")
-    simulated = resources.simulator_deployment(
-        name="m",
-        namespace="a-team",
-        model="a/b",
-        image="x/y:1",
-        args=[],
-        env=[],
-        replicas=1,
-        requests={},
-        limits={},
-    )
-    for labels in (runtime_pod_labels, simulated["spec"]["template"]["metadata"]["labels"]):
-        assert all(labels.get(k) == v for k, v in selector.items()), labels
+    engines = {}
+    for example in ("llm-qwen-on-aws.yaml", "llm-simulated.yaml"):
+        rendered = render_in_package(
+            pkg,
+            load_yaml(EXAMPLES / example)[0],
+            required=load_yaml(EXAMPLES / "state" / example),
+        )
+        assert rendered.fatal is None, rendered.fatal
+        for o in rendered.composed:
+            m = o["spec"]["forProvider"]["manifest"] if o["kind"] == "Object" else o
+            if m["kind"] == "VLLMRuntime":  # the operator gives its pods these labels
+                engines[example] = m["metadata"]["labels"]
+            elif m["kind"] == "Deployment":
+                engines[example] = m["spec"]["template"]["metadata"]["labels"]
+    assert set(engines) == {"llm-qwen-on-aws.yaml", "llm-simulated.yaml"}
+    for example, labels in engines.items():
+        assert all(labels.get(k) == v for k, v in selector.items()), (example, labels)
 
 
 def test_keda_owns_exactly_the_scale_subresources_replica_path() -> None:

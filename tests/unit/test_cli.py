@@ -96,6 +96,12 @@ SUMMARIES = [
         "cluster-aws.yaml",
         "dot-inference: InferenceCluster a-team/inference-aws: aws, GPU pool l4x4 on g6.12xlarge",
     ),
+    (
+        "llm-simulated.yaml",
+        "dot-inference: LLMInference a-team/chat: Qwen/Qwen2.5-1.5B-Instruct on 1 x l4 "
+        "(21.95 GiB), context 32768, fits, simulated (no GPU), 1-3 replicas (KEDA), "
+        "http://llm.127.0.0.1.nip.io, 5 resources",
+    ),
 ]
 
 

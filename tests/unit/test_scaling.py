@@ -46,15 +46,31 @@ BUDGET_CASES = [
         budget(4, 2),
         "spec.parameters.replicas: 2 replica(s) x 2 GPU(s) = 4 GPUs do not fit: "
         "InferenceCluster ic's GPU pool has 8 GPUs (gpu.maxNodes 2 x gpu.perNode 4); models "
-        "before this one hold 6 (m0 4, m1 2), so 2 are free; use spec.parameters.replicas 1",
+        "created before this one or already running hold 6 (m0 4, m1 2), so 2 are free; use "
+        "spec.parameters.replicas 1 or fewer, or raise gpu.maxNodes on InferenceCluster ic",
     ),
     (
-        "one replica when the pool is full",
+        "the default replica when the pool is full: the cluster is what does not fit",
         None,
         None,
         1,
         budget(8),
-        "spec.parameters.replicas: 1 replica(s) x 1 GPU(s) = 1 GPUs do not fit",
+        "spec.parameters.clusterRef.name: one replica of 1 GPU(s) does not fit "
+        "InferenceCluster ic: InferenceCluster ic's GPU pool has 8 GPUs (gpu.maxNodes 2 x "
+        "gpu.perNode 4); models created before this one or already running hold 8 (m0 8), so "
+        "0 are free; free 1 GPU(s) (remove or shrink a model there), raise gpu.maxNodes on "
+        "InferenceCluster ic, or choose another cluster",
+    ),
+    (
+        "a fixed count when no replica fits",
+        2,
+        None,
+        4,
+        budget(6),
+        "spec.parameters.replicas: 2 replica(s) x 4 GPU(s) = 8 GPUs do not fit: "
+        "InferenceCluster ic's GPU pool has 8 GPUs (gpu.maxNodes 2 x gpu.perNode 4); models "
+        "created before this one or already running hold 6 (m0 6), so 2 are free; free 6 "
+        "GPU(s) (remove or shrink a model there), raise gpu.maxNodes",
     ),
     ("autoscaling within the pool", None, autoscaling(1, 4), 2, budget(), (1, 4)),
     ("autoscaling capped to what is free", None, autoscaling(1, 8), 2, budget(2), (1, 3)),
@@ -66,7 +82,8 @@ BUDGET_CASES = [
         budget(4),
         "spec.parameters.autoscaling.minReplicas: 2 replica(s) x 4 GPU(s) = 8 GPUs do not "
         "fit: InferenceCluster ic's GPU pool has 8 GPUs (gpu.maxNodes 2 x gpu.perNode 4); "
-        "models before this one hold 4 (m0 4), so 4 are free; lower minReplicas to 1",
+        "models created before this one or already running hold 4 (m0 4), so 4 are free; use "
+        "spec.parameters.autoscaling.minReplicas 1 or fewer",
     ),
     ("no pool known: nothing checked", 40, None, 8, None, (40, 40)),
     ("no pool known, autoscaling", None, autoscaling(2, 64), 8, None, (2, 64)),

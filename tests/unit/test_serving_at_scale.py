@@ -240,7 +240,8 @@ def test_the_budget_caps_max_replicas_to_what_the_pool_has_left() -> None:
     assert message == (
         "spec.parameters.autoscaling.maxReplicas 4 capped to 2: 4 x 2 GPU(s) would need 8 GPUs "
         "and InferenceCluster inference-aws's GPU pool has 8 GPUs (gpu.maxNodes 2 x "
-        "gpu.perNode 4); models before this one hold 4 (early 4), so 4 are free"
+        "gpu.perNode 4); models created before this one or already running hold 4 (early 4), "
+        "so 4 are free"
     )
     assert message in out.warnings
     assert out.status["replicas"]["max"] == 2 and out.status["replicas"]["requestedMax"] == 4
@@ -251,8 +252,9 @@ def test_a_model_that_does_not_fit_beside_earlier_ones_is_refused() -> None:
     out = run(xr, others=[peer("early", "2026-11-01T00:00:00Z", 2, 2)])
     assert out.fatal is not None and out.fatal.startswith(
         "spec.parameters.replicas: 2 replica(s) x 4 GPU(s) = 8 GPUs do not fit: InferenceCluster "
-        "inference-aws's GPU pool has 8 GPUs (gpu.maxNodes 2 x gpu.perNode 4); models before "
-        "this one hold 4 (early 4), so 4 are free; use spec.parameters.replicas 1 or fewer"
+        "inference-aws's GPU pool has 8 GPUs (gpu.maxNodes 2 x gpu.perNode 4); models created "
+        "before this one or already running hold 4 (early 4), so 4 are free; use "
+        "spec.parameters.replicas 1 or fewer"
     ), out.fatal
 
 
@@ -261,7 +263,10 @@ def test_first_come_first_served() -> None:
     not, so they never refuse each other; simulated and deleted models hold nothing."""
     early = claim("early", created="2026-11-01T00:00:00Z", gpu=4, replicas=2)
     late = claim("late", created="2026-11-02T00:00:00Z", gpu=4, replicas=2)
-    late_peer = peer("late", "2026-11-02T00:00:00Z", 4, 2)
+    # The later one was refused, so it published no plan: it holds nothing.
+    late_peer = claim(
+        "late", model="example/late", created="2026-11-02T00:00:00Z", gpu=4, replicas=2
+    )
     assert run(early, others=[late_peer]).fatal is None
     assert "do not fit" in (
         run(late, others=[peer("early", "2026-11-01T00:00:00Z", 4, 2)]).fatal or ""
@@ -303,7 +308,8 @@ def test_a_malformed_peer_never_breaks_a_claim() -> None:
         },
         "not an object",
     ]
-    out = run(claim(), others=broken)  # type: ignore[list-item]
+    # Created last, so every peer counts (an earlier one is counted, a later one is not).
+    out = run(claim(created="2026-12-31T00:00:00Z"), others=broken)  # type: ignore[list-item]
     assert out.fatal is None, out.fatal
     assert cond(out, "GPUBudget")[:2] == ("True", "Fits")
 
@@ -388,12 +394,14 @@ def test_a_simulated_model_is_a_deployment_and_service_without_gpu_or_download()
     out = run(xr)
     assert out.fatal is None, out.fatal
     bases = sorted(_base(k) for k in out.resources)
-    assert bases == sorted([SIMULATOR, SIMULATOR_SERVICE, SCALER, "usage-inference-cluster"]), bases
+    assert bases == sorted(
+        [SIMULATOR, SIMULATOR_SERVICE, SCALER, "usage-inference-cluster", "usage-keda"]
+    ), bases
     deployment = manifest(out, SIMULATOR)
     assert "replicas" not in deployment["spec"], "KEDA owns the count"
     pod = deployment["spec"]["template"]
     assert pod["metadata"]["labels"] == {
-        "app.kubernetes.io/name": "m",
+        "app.kubernetes.io/name": "m-sim",
         "app.kubernetes.io/part-of": "dot-inference",
         "app.kubernetes.io/component": "engine",
     }, "the router discovers engines by these labels"
@@ -419,13 +427,19 @@ def test_a_simulated_model_is_a_deployment_and_service_without_gpu_or_download()
     assert all(f in simulator.FLAGS for f in flags), "every flag is one the simulator declares"
     assert not simulator.problems(args[args.index("--force-dummy-tokenizer") :])
     service = manifest(out, SIMULATOR_SERVICE)
-    assert service["metadata"]["name"] == "m" and service["spec"]["ports"][0]["targetPort"] == 8000
+    assert deployment["metadata"]["name"] == service["metadata"]["name"] == "m-sim", (
+        "not the claim's own name, which the operator's Deployment and Service of a "
+        "VLLMRuntime carry"
+    )
+    assert service["spec"]["ports"][0]["targetPort"] == 8000
+    assert service["spec"]["selector"] == pod["metadata"]["labels"]
     scaled = manifest(out, SCALER)
     assert scaled["spec"]["scaleTargetRef"] == {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "name": "m",
+        "name": "m-sim",
     }
+    assert scaled["spec"]["triggers"][0]["metadata"]["url"].startswith("http://m-sim.a-team.svc")
     assert cond(out, "GPUBudget")[:2] == ("True", "Simulated")
     assert out.status["plan"]["simulated"] is True
     assert out.status["plan"]["engineArgs"][0] == "llm-d-inference-sim"
@@ -567,3 +581,125 @@ def test_refusals_name_the_field(params: dict[str, Any], start: str) -> None:
     out = run(claim(**params))
     assert out.fatal is not None and out.fatal.startswith(start), out.fatal
     assert not out.resources
+
+
+# --------------------------------------------------------------------------- running models
+
+
+def test_a_running_model_keeps_its_gpus_and_names_when_an_older_claim_is_edited() -> None:
+    """First come, first served is by creation, but a model that already runs (its status
+    says what it holds and serves) is never pushed out by an edit of an older claim."""
+    running = peer("late", "2026-11-02T00:00:00Z", 4, 1, aliases=["chat"])
+    running["status"]["servedModelNames"] = ["example/late", "chat"]
+    older = claim("early", created="2026-11-01T00:00:00Z", gpu=4, replicas=2)
+    out = run(older, others=[running])
+    assert out.fatal is not None and out.fatal.startswith(
+        "spec.parameters.replicas: 2 replica(s) x 4 GPU(s) = 8 GPUs do not fit"
+    ), out.fatal
+    assert "(late 4)" in out.fatal
+    renamed = claim("early", created="2026-11-01T00:00:00Z", aliases=["chat"])
+    out = run(renamed, others=[running])
+    assert out.fatal is not None and out.fatal.startswith(
+        "spec.parameters.aliases[0]: LLMInference a-team/late already serves chat"
+    ), out.fatal
+    # A name this model already serves stays its own (both published it: a race).
+    renamed["status"] = {"servedModelNames": ["Qwen/Qwen2.5-1.5B-Instruct", "chat"]}
+    assert run(renamed, others=[running]).fatal is None
+
+
+def test_a_model_without_a_plan_yet_is_counted_as_its_own_function_will_plan_it() -> None:
+    """Two models created together (a cluster's models): the earlier has published no plan
+    yet, so this function plans it (Qwen2.5-14B takes 4 of this cluster's L4s) instead of
+    counting one GPU; one its own function will refuse holds none."""
+    first = claim("a-first", model="Qwen/Qwen2.5-14B-Instruct", created="2026-11-01T00:00:00Z")
+    out = run(claim("b", created="2026-11-01T00:00:00Z", gpu=4, replicas=2), others=[first])
+    assert out.fatal is not None and "(a-first 4 estimated)" in out.fatal, out.fatal
+    too_big = claim("a-big", model="Qwen/Qwen2.5-72B-Instruct", created="2026-11-01T00:00:00Z")
+    out = run(claim("b", created="2026-11-01T00:00:00Z", gpu=4, replicas=2), others=[too_big])
+    assert out.fatal is None, out.fatal
+
+
+def test_an_api_key_model_is_not_behind_the_router() -> None:
+    """vLLM's --api-key guards /v1/models, which the router reads without a key: it would
+    never list the model, so the model's own endpoint is its endpoint, and a warning says
+    why."""
+    out = run(claim(apiKeySecretRef={"name": "key"}))
+    assert out.fatal is None, out.fatal
+    assert out.status["endpoint"] == "http://m.a-team.svc.cluster.local"
+    assert "clusterEndpoint" not in out.status
+    assert any(
+        w.startswith("spec.parameters.apiKeySecretRef: InferenceCluster") for w in out.warnings
+    )
+
+
+def test_a_simulated_model_with_an_api_key_is_refused() -> None:
+    out = run(claim(apiKeySecretRef={"name": "key"}, engine={"simulate": True}))
+    assert out.fatal is not None and out.fatal.startswith(
+        "spec.parameters.apiKeySecretRef: the inference simulator"
+    ), out.fatal
+
+
+def test_a_simulated_model_vllm_could_not_serve_is_simulated_with_a_warning() -> None:
+    for params in (
+        {"model": "Qwen/Qwen2.5-72B-Instruct"},  # 158 GiB on 4 x L4
+        {"model": "acme/house-model"},  # nobody knows its size
+        {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": 3},  # 28 heads
+    ):
+        out = run(claim(engine={"simulate": True}, **params))
+        assert out.fatal is None, out.fatal
+        assert any(
+            w.startswith("spec.parameters.engine.simulate: the simulator serves it, but vLLM")
+            for w in out.warnings
+        ), out.warnings
+    real = run(claim(model="Qwen/Qwen2.5-72B-Instruct"))
+    assert real.fatal is not None and real.fatal.startswith("spec.parameters.model: "), real.fatal
+
+
+def test_the_autoscaler_stays_while_a_new_model_downloads() -> None:
+    """A model change while autoscaled: the engine serving the old model keeps its
+    ScaledObject until the new weights are cached (then the new runtime gets its own)."""
+    xr = claim(autoscaling={"maxReplicas": 3})
+    first = run(xr)
+    observed = fetched(first)
+    serving = run(xr, observed=observed)
+    key_runtime = by_key(serving, RUNTIME)[0]
+    key_scaler = by_key(serving, SCALER)[0]
+    live = copy.deepcopy(manifest(serving, RUNTIME))
+    live["spec"]["deploymentConfig"]["replicas"] = 2
+    observed[key_runtime] = {
+        "spec": {"forProvider": {"manifest": live}},
+        "status": {"atProvider": {"manifest": live}},
+    }
+    observed[key_scaler] = copy.deepcopy(serving.resources[key_scaler])
+    changed = run(
+        claim(model="Qwen/Qwen2.5-7B-Instruct", autoscaling={"maxReplicas": 3}), observed=observed
+    )
+    assert cond(changed, "ModelCache")[:2] == ("False", "Downloading")
+    assert key_scaler in changed.resources, "the old engine stays under KEDA"
+    kept = changed.resources[key_runtime]["spec"]["forProvider"]["manifest"]
+    assert "replicas" not in kept["spec"]["deploymentConfig"], "and KEDA keeps its count"
+
+
+def test_an_autoscaled_model_keeps_keda_installed() -> None:
+    """A Usage of the cluster's KEDA Release: turning apps.keda off cannot uninstall KEDA
+    under the model's ScaledObject (whose finalizer only KEDA removes)."""
+    state = cluster()
+    state["status"]["keda"] = {"release": "inference-aws-app-keda"}
+    out = run(claim(autoscaling={"maxReplicas": 2}), state=state)
+    usage = out.resources["usage-keda"]
+    assert usage["spec"]["of"] == {
+        "apiVersion": "helm.m.crossplane.io/v1beta1",
+        "kind": "Release",
+        "resourceRef": {"name": "inference-aws-app-keda"},
+    }
+    assert usage["spec"]["by"]["resourceRef"] == {"name": "m"}
+    assert usage["spec"]["replayDeletion"] is True
+    assert "usage-keda" not in run(claim(), state=state).resources, "fixed replicas: none"
+    composed = claim(autoscaling={"maxReplicas": 2})
+    composed["metadata"]["ownerReferences"] = [
+        {"controller": True, "kind": "InferenceCluster", "name": "inference-aws"}
+    ]
+    assert "usage-keda" not in run(composed, state=state).resources, (
+        "the cluster's own models: its program keeps KEDA while they autoscale"
+    )
+    valid(out)
