@@ -14,8 +14,11 @@ Figures are printed, not asserted: compare them run to run on the same machine.
   multiple of a trivial KCL program (kcl-trivial) run the same way.
 - kcl-memory: resident memory over many KCL steps (growth per call).
 - render: `dot-inference render examples/` with and without --validate, as a user runs it.
+- function-peers: one model beside 0, 100 and 1000 others on its cluster.
+- placement: a fleet filled by clusterSelector, 1,000 models over 200 clusters (issue 14).
 - suite: the pytest suite, once.
-The last lines print issue 11's speed targets, each with what was measured and met / NOT MET.
+The last lines print the speed targets (issues 11 and 14), each with what was measured and
+met / NOT MET.
 Latency is timed with nothing else on; peak allocation is traced over separate calls.
 """
 
@@ -34,6 +37,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import yaml
@@ -325,10 +329,60 @@ def bench_function_peers(calls: int) -> None:
     loop.close()
 
 
+def bench_placement(runs: int) -> None:
+    """1,000 models placed one after another over 200 InferenceClusters (every GPU type and
+    node size of limits.yaml, pools of 1-4 nodes), each taking GPUs from the cluster it
+    lands on: function/placement.py with the function's own sizing of each model for each
+    GPU (catalog models, in turn). Pure Python, in process; the best of `runs`."""
+    from function import catalog, placement, sizing
+    from function.compose import _sizer
+    from function.limits import GPU_TYPES
+    from function.spec import LLMSpec
+
+    shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
+    clusters = [
+        placement.Candidate(
+            f"cluster-{i:03d}",
+            gpu_type=shapes[i % len(shapes)][0],
+            memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
+            per_node=shapes[i % len(shapes)][1],
+            pool=shapes[i % len(shapes)][1] * (1 + i % 4),
+        )
+        for i in range(200)
+    ]
+    by_name = {c.name: c for c in clusters}
+    ids = catalog.catalog_ids()
+
+    def fill() -> tuple[int, float]:
+        start = time.perf_counter()
+        sizers: dict[str, Any] = {}
+        held = {c.name: 0 for c in clusters}
+        placed = 0
+        for i in range(1000):
+            model = ids[i % len(ids)]
+            size = sizers.get(model)
+            if size is None:
+                spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
+                size = sizers[model] = _sizer(spec, catalog.lookup(model), sizing.EngineSettings())
+            decision = placement.place(clusters, size, 1, held=held)
+            if decision.cluster is not None:
+                c = by_name[decision.cluster]
+                held[c.name] += size(c.gpu_type, c.memory_gib, c.per_node) or 0
+                placed += 1
+        return placed, time.perf_counter() - start
+
+    best = min((fill() for _ in range(max(1, runs))), key=lambda r: r[1])
+    print(
+        f"{'placement':<20} {'1,000 models over 200 clusters':<34} {best[1] * 1000:8.1f} ms   "
+        f"{best[0]} placed, the rest refused (no cluster left)"
+    )
+    TARGETS.append(("placement: 1,000 models over 200 clusters", best[1] * 1000, 200.0, " ms"))
+
+
 def _print_targets() -> None:
     if not TARGETS:
         return
-    print("\nspeed targets (issue 11)")
+    print("\nspeed targets (issues 11 and 14)")
     for what, measured, limit, unit in TARGETS:
         verdict = "met" if measured <= limit else "NOT MET"
         print(f"  {what:<52} {measured:8.2f}{unit:<9} target <= {limit:g}{unit:<9} {verdict}")
@@ -339,6 +393,7 @@ FN_KCL = "crossplane-contrib-function-kcl"
 BENCHES = {
     "function-inprocess": bench_function_inprocess,
     "function-peers": bench_function_peers,
+    "placement": bench_placement,
     "function-grpc": bench_function_grpc,
     "kcl-step": bench_kcl_step,
     "kcl-memory": bench_kcl_memory,
@@ -363,6 +418,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pid {os.getpid()}")
     counts = {
         "function-peers": max(1, args.calls // 5),
+        "placement": 5,
         "kcl-step": args.kcl_calls,
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,

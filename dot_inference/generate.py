@@ -126,11 +126,11 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     return out
 
 
-# The state an example renders against: the InferenceCluster it references, as Crossplane
-# would supply it (the claim plus the status its own render publishes), then the models
-# already on that cluster (each claim rendered against the cluster, with the status its
-# render publishes, created before the example: the cluster's GPU budget and router names
-# count them).
+# The state an example renders against: the InferenceClusters it may run on, as Crossplane
+# would supply them (each claim plus the status its own render publishes), then the models
+# already on them (each claim rendered against the clusters, with the status its render
+# publishes, created before the example: the GPU budget, placement and router names count
+# them).
 CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     "examples/state/llm-qwen-on-aws.yaml": ("examples/cluster-aws.yaml",),
     "examples/state/llm-autoscaled.yaml": (
@@ -138,6 +138,11 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
         "examples/llm-qwen-on-aws.yaml",
     ),
     "examples/state/llm-simulated.yaml": ("examples/cluster-local.yaml",),
+    "examples/state/llm-placed.yaml": (
+        "examples/cluster-aws.yaml",
+        "examples/cluster-google.yaml",
+        "examples/llm-qwen-on-aws.yaml",
+    ),
 }
 # When the models already on a cluster were created: before any example claim.
 PEER_CREATED = "2026-01-01T00:00:00Z"
@@ -148,23 +153,35 @@ def cluster_states(root: Path) -> dict[str, str]:
 
     pkg = documents.load_package(root / "package")
     out: dict[str, str] = {}
-    for target, (cluster_path, *peer_paths) in CLUSTER_STATE.items():
-        claim = yaml.safe_load((root / cluster_path).read_text())
-        result = render.render_in_package(pkg, claim)
-        if result.fatal:
-            raise GenerateError(f"{cluster_path}: {result.fatal}")
-        docs = [{**claim, "status": result.xr.get("status", {})}]
-        for peer_path in peer_paths:
-            peer = yaml.safe_load((root / peer_path).read_text())
-            peer["metadata"]["creationTimestamp"] = PEER_CREATED
-            rendered = render.render_in_package(pkg, peer, required=list(docs))
+    for target, paths in CLUSTER_STATE.items():
+        docs: list[dict] = []
+        clusters: list[str] = []
+        peers: list[str] = []
+        for path in paths:
+            claim = yaml.safe_load((root / path).read_text())
+            if claim["kind"] == "InferenceCluster":
+                result = render.render_in_package(pkg, claim)
+                if result.fatal:
+                    raise GenerateError(f"{path}: {result.fatal}")
+                # Ready, as it would be once its resources are.
+                ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
+                docs.append(
+                    {**claim, "status": {**result.xr.get("status", {}), "conditions": ready}}
+                )
+                clusters.append(path)
+                continue
+            claim["metadata"]["creationTimestamp"] = PEER_CREATED
+            rendered = render.render_in_package(pkg, claim, required=list(docs))
             if rendered.fatal:
-                raise GenerateError(f"{peer_path} on {cluster_path}: {rendered.fatal}")
+                raise GenerateError(f"{path} on {', '.join(clusters)}: {rendered.fatal}")
             status = {k: v for k, v in rendered.xr.get("status", {}).items() if k != "conditions"}
-            docs.append({**peer, "status": status})
-        header = f"# {cluster_path} as Crossplane supplies it to the LLMInference function"
-        if peer_paths:
-            header += f",\n# then the models already on it: {', '.join(peer_paths)}"
+            docs.append({**claim, "status": status})
+            peers.append(path)
+        them = "them" if len(clusters) > 1 else "it"
+        header = f"# {', '.join(clusters)} as Crossplane supplies {them} to the LLMInference"
+        header += " function, Ready"
+        if peers:
+            header += f",\n# then the models already there: {', '.join(peers)}"
         # Keys sorted: merged status maps keep no stable order across processes.
         body = yaml.dump_all(
             docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.limits import ASSUMED_GPU, GpuShape
-from function.spec import LLMSpec, P, SpecError
+from function.spec import LLMSpec, SpecError
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -111,7 +111,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     Operator serves it, planned for the GPU the cluster declares or the assumed one."""
     simulate = spec.engine.simulate
     ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
-    field_ = f"{P}.clusterRef.name"
+    field_ = spec.cluster_field
     status = cluster.get("status") if isinstance(cluster.get("status"), dict) else {}
     apps = dig(status, "apps")
     if not isinstance(apps, dict):

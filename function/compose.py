@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from function import (
     model_config,
     ownership,
     peers,
+    placement,
     resources,
     scaling,
     simulator,
@@ -38,6 +40,7 @@ from function.cluster import (
     without_cluster,
 )
 from function.hub import HubAnswer
+from function.limits import MAX_GPUS, GpuShape
 from function.spec import (
     DEFAULT_HF_TOKEN_KEY,
     DEFAULT_HF_TOKEN_SECRET,
@@ -113,14 +116,16 @@ class Outcome:
     conditions: list[Condition] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # name -> {"apiVersion", "kind", "matchName", "namespace"}
-    requirements: dict[str, dict[str, str]] = field(default_factory=dict)
+    # name -> {"apiVersion", "kind", "matchName" or "matchLabels", "namespace"}
+    requirements: dict[str, dict[str, Any]] = field(default_factory=dict)
     fatal: str | None = None
     # Readiness of the XR itself when the composed resources cannot say (nothing composed
     # yet because the cluster is missing or not ready): never Ready without a serving engine.
     xr_ready: bool | None = None
     # Plan fields decided while building (the model cache), merged into status.plan.
     status_extra: dict[str, Any] = field(default_factory=dict)
+    # status.placement, for a claim placed by clusterSelector.
+    placement: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,7 @@ def _check_tenancy(spec: LLMSpec, target: Target) -> None:
     if spec.target_namespace:
         field = f"{P}.targetNamespace"
     elif target.cluster:
-        field = f"{P}.clusterRef.name"  # the cluster's router namespace
+        field = spec.cluster_field  # the cluster's router namespace
     else:
         field = "metadata.namespace"  # the claim's own namespace name
     problem = tenancy.problem(
@@ -226,23 +231,31 @@ def _check_tenancy(spec: LLMSpec, target: Target) -> None:
         raise SpecError(field, target.namespace, problem)
 
 
-def _target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
-    target = _find_target(spec, inputs, out)
+def _target(
+    spec: LLMSpec, inputs: Inputs, out: Outcome, chosen: dict[str, Any] | None = None
+) -> Target | None:
+    target = _find_target(spec, inputs, out, chosen)
     if target is not None:
         _check_tenancy(spec, target)
     return target
 
 
-def _find_target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
+def _find_target(
+    spec: LLMSpec, inputs: Inputs, out: Outcome, chosen: dict[str, Any] | None = None
+) -> Target | None:
+    """The target: the control plane, a ProviderConfig's cluster, or an InferenceCluster
+    (named in clusterRef and fetched, or `chosen` by placement among those fetched)."""
     if spec.cluster_ref is None:
         return without_cluster(spec)
+    ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
+    if chosen is not None:
+        return _cluster_target(spec, chosen, ref, inputs, out)
     out.requirements[REQUIREMENT] = {
         "apiVersion": CLUSTER_API_VERSION,
         "kind": CLUSTER_KIND,
         "matchName": spec.cluster_ref,
         "namespace": spec.namespace,
     }
-    ref = f"InferenceCluster {spec.namespace}/{spec.cluster_ref}"
     if REQUIREMENT not in inputs.required:
         # First call of the reconcile: Crossplane fetches the cluster and calls again.
         out.conditions.append(Condition("Cluster", "Unknown", "Resolving", f"looking up {ref}"))
@@ -260,8 +273,14 @@ def _find_target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
         out.warnings.append(f"{P}.clusterRef.name: {ref} not found; nothing new is composed")
         _keep_observed(inputs, out)
         return None
+    return _cluster_target(spec, found[0], ref, inputs, out)
+
+
+def _cluster_target(
+    spec: LLMSpec, cluster: dict[str, Any], ref: str, inputs: Inputs, out: Outcome
+) -> Target | None:
     try:
-        target = from_cluster(spec, found[0])
+        target = from_cluster(spec, cluster)
     except ClusterNotReady as e:
         out.conditions.append(Condition("Cluster", "False", "NotReady", str(e)))
         _keep_observed(inputs, out)
@@ -281,6 +300,169 @@ def _find_target(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Target | None:
         )
     )
     return target
+
+
+PLACEMENT_REQUIREMENT = "inference-clusters"
+
+
+def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[str, Any]] | None:
+    """For a clusterSelector: the InferenceClusters it matches (a required resource), the
+    models on each (function/peers.py), and the cluster placement chooses
+    (function/placement.py); the claim as if it named that cluster, or None when none can
+    run it yet (status.placement says why, for every cluster)."""
+    assert spec.cluster_selector is not None
+    out.requirements[PLACEMENT_REQUIREMENT] = {
+        "apiVersion": CLUSTER_API_VERSION,
+        "kind": CLUSTER_KIND,
+        "matchLabels": dict(spec.cluster_selector),
+        "namespace": spec.namespace,
+    }
+    out.requirements[peers.REQUIREMENT] = {
+        "apiVersion": peers.API_VERSION,
+        "kind": peers.KIND,
+        "namespace": spec.namespace,
+    }
+    if PLACEMENT_REQUIREMENT not in inputs.required:
+        out.conditions.append(
+            Condition("Placement", "Unknown", "Resolving", "listing the matching clusters")
+        )
+        return None
+    found = [c for c in inputs.required[PLACEMENT_REQUIREMENT] if isinstance(c, dict)]
+    everyone = inputs.required.get(peers.REQUIREMENT) or []
+    created = _created(inputs)
+    params = dig(inputs.xr, "spec", "parameters") or {}
+    fingerprint = placement.claim_hash(params)
+    before = dig(inputs.xr, "status", "placement") or {}
+    current = before.get("cluster") if before.get("claimHash") == fingerprint else None
+    facts, _ = _facts(spec, inputs, Outcome())  # the plan's own call reports on the facts
+    engine = _engine_settings(spec)
+    candidates = []
+    for cluster in sorted(found, key=lambda c: str(dig(c, "metadata", "name"))):
+        name = str(dig(cluster, "metadata", "name"))
+        as_ref = dataclasses.replace(spec, cluster_ref=name, cluster_selector=None)
+        problem, target = _candidate(as_ref, cluster)
+        if target is None:
+            candidates.append(placement.Candidate(name, problem=problem))
+            continue
+        others = peers.on_cluster(everyone, name, spec.name)
+        held = sum(h.gpus for h in _holders(as_ref, target, others, created))
+        g = target.gpu
+        candidates.append(
+            placement.Candidate(
+                name,
+                problem=problem,
+                gpu_type=g.type,
+                memory_gib=g.memory_gib,
+                per_node=g.per_node,
+                pool=g.per_node * target.max_nodes if target.max_nodes else None,
+                held=held,
+            )
+        )
+    low = spec.autoscaling.min_replicas if spec.autoscaling else (spec.replicas or 1)
+    size = _sizer(spec, facts, engine)
+    decision = placement.place(candidates, size, low, current)
+    out.placement = {
+        **({"cluster": decision.cluster} if decision.cluster else {}),
+        "reason": decision.reason,
+        "rule": placement.RULE,
+        "claimHash": fingerprint,
+        "candidates": [
+            v.as_status() for v in placement.explain(decision, candidates, size, size.why_not)
+        ],
+    }
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.cluster_selector.items()))
+    if decision.cluster is None:
+        out.conditions.append(
+            Condition(
+                "Placement",
+                "False",
+                "NoCluster",
+                f"{spec.cluster_field} ({selector}): {decision.reason}; status.placement says "
+                "why for each cluster",
+            )
+        )
+        out.status = {"placement": out.placement}
+        _keep_observed(inputs, out)
+        return None
+    out.conditions.append(
+        Condition("Placement", "True", "Placed", f"{selector}: {decision.reason}")
+    )
+    cluster = next(c for c in found if dig(c, "metadata", "name") == decision.cluster)
+    return dataclasses.replace(spec, cluster_ref=decision.cluster), cluster
+
+
+def _candidate(spec: LLMSpec, cluster: dict[str, Any]) -> tuple[str | None, Target | None]:
+    """Whether a matching cluster can take models at all: (why not, its Target)."""
+    if dig(cluster, "metadata", "deletionTimestamp"):
+        return "being deleted", None
+    try:
+        target = from_cluster(spec, cluster)
+    except ClusterNotReady as e:
+        return f"not ready: {e}", None
+    except SpecError as e:
+        # Without the field: what the cluster lacks is the point here.
+        field_ = f"{spec.cluster_field}: "
+        return e.message.removeprefix(field_), None
+    if not _condition_true(cluster):
+        return "not Ready", target
+    return None, target
+
+
+class _Sizer:
+    """GPUs per replica of the claim's model on a GPU shape, as the function will plan it
+    there. One plan per GPU type on the largest node (8 GPUs) serves every node size: the
+    function takes the smallest count that fits, so a node of p GPUs takes it exactly when
+    that count is at most p (why it does not is planned on that node, when asked)."""
+
+    def __init__(
+        self, spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings
+    ) -> None:
+        self.spec, self.facts, self.engine = spec, facts, engine
+        self.widest: dict[tuple[str | None, float], int | None] = {}
+        self.reasons: dict[tuple[str | None, float, int], str] = {}
+
+    def __call__(self, gpu_type: str | None, memory_gib: float, per_node: int) -> int | None:
+        key = (gpu_type, memory_gib)
+        if key not in self.widest:
+            shape = GpuShape(memory_gib, max(per_node, MAX_GPUS), gpu_type, False)
+            self.widest[key] = _size_on(self.spec, self.facts, self.engine, shape)[0]
+        gpus = self.widest[key]
+        return gpus if gpus is not None and gpus <= per_node else None
+
+    def why_not(self, gpu_type: str | None, memory_gib: float, per_node: int) -> str:
+        key = (gpu_type, memory_gib, per_node)
+        if key not in self.reasons:
+            shape = GpuShape(memory_gib, per_node, gpu_type, False)
+            self.reasons[key] = _size_on(self.spec, self.facts, self.engine, shape)[1]
+        return self.reasons[key]
+
+
+def _sizer(
+    spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings
+) -> _Sizer:
+    return _Sizer(spec, facts, engine)
+
+
+def _size_on(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    engine: sizing.EngineSettings,
+    shape: GpuShape,
+) -> tuple[int | None, str]:
+    if spec.engine.simulate:
+        return 0, ""  # no GPU
+    what = f"{shape.per_node} x {shape.type or 'GPU'} ({shape.memory_gib:g} GiB) per node"
+    if facts is None:
+        if spec.gpu is not None and spec.gpu <= shape.per_node:
+            return spec.gpu, ""
+        return None, f"its size is not known and {P}.gpu does not fit {what}"
+    try:
+        plan = sizing.plan(facts, spec.gpu, shape, engine)
+    except sizing.SizingError as e:
+        return None, f"{what}: {e.message}"
+    if not plan.fits:
+        return None, f"{what}: {plan.shortfall or 'the model does not fit'}"
+    return plan.gpus, ""
 
 
 def _hf_token(spec: LLMSpec, facts: catalog.ModelFacts | None) -> SecretRef | None:
@@ -1481,7 +1663,9 @@ def _replicas(
             per_node=target.gpu.per_node,
             holders=_holders(spec, target, others, created),
         )
-    count = scaling.replicas(spec.replicas, spec.autoscaling, plan.gpus, budget)
+    count = scaling.replicas(
+        spec.replicas, spec.autoscaling, plan.gpus, budget, cluster_field=spec.cluster_field
+    )
     held = f"up to {count.high} replica(s) x {plan.gpus} GPU(s) = {count.high * plan.gpus} GPUs"
     if spec.engine.simulate:
         out.conditions.append(
@@ -1588,7 +1772,14 @@ def compose(inputs: Inputs) -> Outcome:
     out = Outcome()
     try:
         spec = parse(inputs.xr)
-        target = _target(spec, inputs, out)
+        chosen = None
+        if spec.cluster_selector is not None:
+            placed = _placed(spec, inputs, out)
+            if placed is None:
+                out.xr_ready = False
+                return out
+            spec, chosen = placed
+        target = _target(spec, inputs, out, chosen)
         if target is None:
             out.xr_ready = False
             return out
@@ -1638,6 +1829,8 @@ def compose(inputs: Inputs) -> Outcome:
     out.status = _status(spec, facts, plan, source, engine, _endpoint(spec, target, engine.name))
     out.status["plan"] |= out.status_extra
     out.status["replicas"] = _replicas_status(inputs, target, engine, count)
+    if out.placement is not None:
+        out.status["placement"] = out.placement
     if _behind_router(spec, target) and target.router_endpoint:
         out.status["clusterEndpoint"] = target.router_endpoint
     return out

@@ -64,6 +64,7 @@ def write(out: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
             requirement["apiVersion"],
             requirement["kind"],
             match_name=requirement.get("matchName"),
+            match_labels=requirement.get("matchLabels"),
             namespace=requirement.get("namespace"),
         )
     for c in out.conditions:

@@ -99,7 +99,7 @@ def on_cluster(found: list[dict[str, Any]], cluster: str, me: str) -> list[Peer]
             continue
         if dig(xr, "metadata", "deletionTimestamp"):
             continue
-        if dig(xr, "spec", "parameters", "clusterRef", "name") != cluster:
+        if cluster_of(xr) != cluster:
             continue
         peer = _peer(xr)
         if peer is not None:
@@ -110,3 +110,15 @@ def on_cluster(found: list[dict[str, Any]], cluster: str, me: str) -> list[Peer]
 def published_names(xr: dict[str, Any]) -> tuple[str, ...]:
     """The names an LLMInference's status says it serves."""
     return _strings(dig(xr, "status", "servedModelNames"))
+
+
+def cluster_of(xr: dict[str, Any]) -> str | None:
+    """The InferenceCluster an LLMInference runs on: the one it names, or the one placement
+    chose for its clusterSelector (status.placement.cluster)."""
+    named = dig(xr, "spec", "parameters", "clusterRef", "name")
+    if isinstance(named, str) and named:
+        return named
+    if dig(xr, "spec", "parameters", "clusterSelector") is None:
+        return None
+    placed = dig(xr, "status", "placement", "cluster")
+    return placed if isinstance(placed, str) and placed else None

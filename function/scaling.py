@@ -149,6 +149,7 @@ def replicas(
     autoscaling: Autoscaling | None,
     gpus: int,
     budget: Budget | None,
+    cluster_field: str = f"{P}.clusterRef.name",
 ) -> Replicas:
     """The replicas the model may run on `budget` (None: the pool is not known, so nothing
     is checked). Refuses (SpecError) what cannot fit; caps an autoscaling maximum that does
@@ -156,18 +157,20 @@ def replicas(
     if autoscaling is None:
         count = fixed or 1
         if budget is not None and count * gpus > budget.free:
-            raise _no_room(budget, gpus, count, f"{P}.replicas" if fixed else None)
+            raise _no_room(budget, gpus, count, f"{P}.replicas" if fixed else None, cluster_field)
         return Replicas(low=count, high=count, autoscaled=False, asked_high=count)
     low, high = autoscaling.min_replicas, autoscaling.max_replicas
     if budget is None:
         return Replicas(low=low, high=high, autoscaled=True, asked_high=high)
     if low * gpus > budget.free:
-        raise _no_room(budget, gpus, low, f"{P}.autoscaling.minReplicas")
+        raise _no_room(budget, gpus, low, f"{P}.autoscaling.minReplicas", cluster_field)
     allowed = min(high, budget.free // gpus)
     return Replicas(low=low, high=allowed, autoscaled=True, asked_high=high)
 
 
-def _no_room(budget: Budget, gpus: int, count: int, field: str | None) -> SpecError:
+def _no_room(
+    budget: Budget, gpus: int, count: int, field: str | None, cluster_field: str
+) -> SpecError:
     """The refusal of `count` replicas of `gpus` GPUs: `field` is the count's field (None:
     the default single replica, so the cluster is what does not fit)."""
     fits = budget.free // gpus
@@ -182,7 +185,7 @@ def _no_room(budget: Budget, gpus: int, count: int, field: str | None) -> SpecEr
         )
     what = f"{count} replica(s) x {gpus} GPU(s) = {count * gpus} GPUs"
     if field is None:
-        field = f"{P}.clusterRef.name"
+        field = cluster_field
         return SpecError(
             field,
             budget.cluster,

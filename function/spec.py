@@ -102,7 +102,9 @@ class LLMSpec:
     ingress_host: str | None = None
     provider_config_name: str | None = None
     target_namespace: str | None = None
-    cluster_ref: str | None = None
+    cluster_ref: str | None = None  # named, or chosen by placement (cluster_selector)
+    # spec.parameters.clusterSelector.matchLabels: the function places the model
+    cluster_selector: dict[str, str] | None = None
     hf_token_secret: SecretRef | None = None  # only when given explicitly
     api_key_secret: SecretRef | None = None
     engine: EngineOverrides = field(default_factory=EngineOverrides)
@@ -118,9 +120,20 @@ class LLMSpec:
         return (self.model, *self.aliases)
 
     @property
+    def cluster_field(self) -> str:
+        """The field that says where the model runs, for messages."""
+        return (
+            f"{P}.clusterSelector" if self.cluster_selector is not None else f"{P}.clusterRef.name"
+        )
+
+    @property
     def remote(self) -> bool:
         """True when resources go to another cluster through provider-kubernetes Objects."""
-        return self.provider_config_name is not None or self.cluster_ref is not None
+        return (
+            self.provider_config_name is not None
+            or self.cluster_ref is not None
+            or self.cluster_selector is not None
+        )
 
 
 def _short(value: object, limit: int = 80) -> str:
@@ -399,12 +412,26 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         params, "providerConfigName", DNS_SUBDOMAIN, "a ProviderConfig name"
     )
     target_ns = _optional_str(params, "targetNamespace", DNS_LABEL, "a namespace name")
-    if target_ns is not None and provider_config is None and "clusterRef" not in params:
+    selector = _cluster_selector(params)
+    if (
+        target_ns is not None
+        and provider_config is None
+        and "clusterRef" not in params
+        and selector is None
+    ):
         raise SpecError(
             f"{P}.targetNamespace",
             target_ns,
-            f"{P}.targetNamespace applies only with providerConfigName or clusterRef; without "
-            "them, resources are composed into the LLMInference's own namespace",
+            f"{P}.targetNamespace applies only with providerConfigName, clusterRef or "
+            "clusterSelector; without them, resources are composed into the LLMInference's "
+            "own namespace",
+        )
+    if selector is not None and (provider_config is not None or "clusterRef" in params):
+        raise SpecError(
+            f"{P}.clusterSelector",
+            selector,
+            f"{P}.clusterSelector, {P}.clusterRef and {P}.providerConfigName are exclusive: "
+            "the selector lets the function choose the cluster, the others name one",
         )
     cluster_ref = None
     if params.get("clusterRef") is not None:
@@ -443,6 +470,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         provider_config_name=provider_config,
         target_namespace=target_ns,
         cluster_ref=cluster_ref,
+        cluster_selector=selector,
         hf_token_secret=_secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
         api_key_secret=api_key,
         engine=engine,
@@ -583,3 +611,39 @@ def _aliases(params: dict) -> tuple[str, ...]:
             )
         out.append(alias)
     return tuple(out)
+
+
+# Label keys and values as Kubernetes checks them (optional DNS prefix, name of at most 63).
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _cluster_selector(params: dict) -> dict[str, str] | None:
+    value = params.get("clusterSelector")
+    if value is None:
+        return None
+    f = f"{P}.clusterSelector"
+    labels = value.get("matchLabels") if isinstance(value, dict) else None
+    if not isinstance(labels, dict) or not labels or len(labels) > 16:
+        raise SpecError(
+            f"{f}.matchLabels",
+            labels,
+            f"{f}.matchLabels must name 1 to 16 labels of the InferenceClusters to choose "
+            "from, e.g. {gpu: h100, region: eu}",
+        )
+    for k, v in labels.items():
+        if not isinstance(k, str) or not _LABEL_KEY.match(k) or len(k) > 253:
+            raise SpecError(
+                f"{f}.matchLabels", k, f"{f}.matchLabels: {_short(k)} is not a label key"
+            )
+        if not isinstance(v, str) or not _LABEL_VALUE.match(v):
+            raise SpecError(
+                f"{f}.matchLabels.{k}",
+                v,
+                f"{f}.matchLabels.{k}: {_short(v)} is not a label value (at most 63 letters, "
+                "digits, - _ . starting and ending with a letter or digit)",
+            )
+    return dict(labels)

@@ -50,8 +50,25 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
 CLAIMS = _claims()
 
 
+def _example_of(claim: dict[str, Any]) -> str:
+    """The example file a claim comes from (its state file has the same name)."""
+    return next(
+        path.name
+        for path in sorted(EXAMPLES.glob("llm-*.yaml"))
+        if any(d == claim for d in load_yaml(path))
+    )
+
+
 def _required(claim: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    ref = claim["spec"]["parameters"].get("clusterRef")
+    params = claim["spec"]["parameters"]
+    if params.get("clusterSelector"):
+        # What Crossplane supplies for a selector: the example's state, by kind.
+        state = load_yaml(STATE / f"{_example_of(claim)}")
+        return {
+            "inference-clusters": [d for d in state if d["kind"] == "InferenceCluster"],
+            "llminferences": [d for d in state if d["kind"] == "LLMInference"],
+        }
+    ref = params.get("clusterRef")
     if not ref:
         return {}
     clusters = [
