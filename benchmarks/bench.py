@@ -367,7 +367,7 @@ def bench_placement(runs: int) -> None:
             decision = placement.place(clusters, size, 1, held=held)
             if decision.cluster is not None:
                 c = by_name[decision.cluster]
-                held[c.name] += size(c.gpu_type, c.memory_gib, c.per_node) or 0
+                held[c.name] += size(c.gpu_type, c.memory_gib, c.per_node, c.span) or 0
                 placed += 1
         return placed, time.perf_counter() - start
 

@@ -51,6 +51,15 @@ class Target:
     # name of its Release on the control plane (status.keda.release).
     keda: bool = False
     keda_release: str | None = None
+    # Whether the cluster runs LeaderWorkerSet (status.apps.lws): a replica may then span
+    # up to max_nodes nodes.
+    lws: bool = False
+
+    @property
+    def span(self) -> int:
+        """Nodes one replica may span here."""
+        return self.max_nodes if self.lws and self.max_nodes else 1
+
     # The namespace its vLLM router discovers engines in, and where the router is reached
     # (status.vllm.namespace, status.endpoint).
     router_namespace: str | None = None
@@ -199,6 +208,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         reserved_namespaces=_strings(dig(status, "tenancy", "reservedNamespaces")),
         max_nodes=int(max_nodes) if max_nodes and max_nodes >= 1 and not no_gpu else None,
         keda=dig(status, "apps", "keda") is True,
+        lws=dig(status, "apps", "lws") is True,
         keda_release=keda_release if isinstance(keda_release, str) and keda_release else None,
         router_namespace=router_ns if isinstance(router_ns, str) and router_ns else None,
         router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,

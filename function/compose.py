@@ -63,6 +63,9 @@ CLUSTER_USAGE = "usage-inference-cluster"
 SIMULATOR = "simulator"
 SIMULATOR_SERVICE = "simulator-service"
 SCALER = "scaled-object"
+# A model over several nodes (apps.lws): its LeaderWorkerSet and its leaders' Service.
+LWS = "leader-worker-set"
+LWS_SERVICE = "leader-service"
 KEDA_USAGE = "usage-keda"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
@@ -356,6 +359,7 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
                 per_node=g.per_node,
                 pool=g.per_node * target.max_nodes if target.max_nodes else None,
                 held=held,
+                span=target.span,
             )
         )
     low = spec.autoscaling.min_replicas if spec.autoscaling else (spec.replicas or 1)
@@ -412,29 +416,41 @@ class _Sizer:
     """GPUs per replica of the claim's model on a GPU shape, as the function will plan it
     there. One plan per GPU type on the largest node (8 GPUs) serves every node size: the
     function takes the smallest count that fits, so a node of p GPUs takes it exactly when
-    that count is at most p (why it does not is planned on that node, when asked)."""
+    that count is at most p. Only a model no node holds is planned over several nodes, and
+    why one does not fit is planned when asked."""
 
     def __init__(
         self, spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings
     ) -> None:
         self.spec, self.facts, self.engine = spec, facts, engine
         self.widest: dict[tuple[str | None, float], int | None] = {}
-        self.reasons: dict[tuple[str | None, float, int], str] = {}
+        self.exact: dict[tuple[str | None, float, int, int], tuple[int | None, str]] = {}
 
-    def __call__(self, gpu_type: str | None, memory_gib: float, per_node: int) -> int | None:
+    def __call__(
+        self, gpu_type: str | None, memory_gib: float, per_node: int, span: int = 1
+    ) -> int | None:
         key = (gpu_type, memory_gib)
         if key not in self.widest:
             shape = GpuShape(memory_gib, max(per_node, MAX_GPUS), gpu_type, False)
             self.widest[key] = _size_on(self.spec, self.facts, self.engine, shape)[0]
         gpus = self.widest[key]
-        return gpus if gpus is not None and gpus <= per_node else None
+        if gpus is not None and gpus <= per_node:
+            return gpus
+        if span < 2 and (self.spec.gpu is None or self.spec.gpu <= per_node):
+            return None
+        return self._exact(gpu_type, memory_gib, per_node, span)[0]
 
-    def why_not(self, gpu_type: str | None, memory_gib: float, per_node: int) -> str:
-        key = (gpu_type, memory_gib, per_node)
-        if key not in self.reasons:
+    def why_not(self, gpu_type: str | None, memory_gib: float, per_node: int, span: int = 1) -> str:
+        return self._exact(gpu_type, memory_gib, per_node, span)[1]
+
+    def _exact(
+        self, gpu_type: str | None, memory_gib: float, per_node: int, span: int
+    ) -> tuple[int | None, str]:
+        key = (gpu_type, memory_gib, per_node, span)
+        if key not in self.exact:
             shape = GpuShape(memory_gib, per_node, gpu_type, False)
-            self.reasons[key] = _size_on(self.spec, self.facts, self.engine, shape)[1]
-        return self.reasons[key]
+            self.exact[key] = _size_on(self.spec, self.facts, self.engine, shape, span)
+        return self.exact[key]
 
 
 def _sizer(
@@ -448,6 +464,7 @@ def _size_on(
     facts: catalog.ModelFacts | None,
     engine: sizing.EngineSettings,
     shape: GpuShape,
+    span: int = 1,
 ) -> tuple[int | None, str]:
     if spec.engine.simulate:
         return 0, ""  # no GPU
@@ -457,7 +474,7 @@ def _size_on(
             return spec.gpu, ""
         return None, f"its size is not known and {P}.gpu does not fit {what}"
     try:
-        plan = sizing.plan(facts, spec.gpu, shape, engine)
+        plan = sizing.plan(facts, spec.gpu, shape, engine, span)
     except sizing.SizingError as e:
         return None, f"{what}: {e.message}"
     if not plan.fits:
@@ -566,14 +583,18 @@ def _secrets(
 
 
 def _engine_args(
-    spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    out: Outcome,
+    api_key_arg: bool = True,
 ) -> list[str]:
     # Every name the engine answers to, the Hugging Face id first: vLLM 0.17.1 takes a list
     # (config/model.py served_model_name), labels its metrics and answers with the first,
     # and lists one model card per name at /v1/models (entrypoints/openai/models/
     # serving.py), each of which the router registers for routing.
     args = ["--served-model-name", *spec.served_names]
-    if spec.api_key_secret is not None:
+    if spec.api_key_secret is not None and api_key_arg:
         # The controller's one variable from a Secret carries the key (see _build); the
         # kubelet expands $(HF_TOKEN) in the arguments, so the manifest holds no key.
         args += ["--api-key", f"$({resources.ENGINE_SECRET_ENV})"]
@@ -713,7 +734,7 @@ def _plan(
         if facts is None:
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
         else:
-            plan = sizing.plan(facts, spec.gpu, target.gpu, engine)
+            plan = sizing.plan(facts, spec.gpu, target.gpu, engine, target.span)
     except sizing.SizingError as e:
         if e.message.startswith(f"{P}."):
             raise SpecError(e.field, e.value, e.message) from e
@@ -782,15 +803,21 @@ def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | N
         else dig(runtime, "status")
     )
     n = dig(status, "availableReplicas")
+    if n is None:
+        n = dig(status, "readyReplicas")  # a LeaderWorkerSet's groups
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
+_ENGINE_KINDS = {SIMULATOR: "Deployment", RUNTIME: "VLLMRuntime", LWS: "LeaderWorkerSet"}
+
+
 def _serving(
-    inputs: Inputs, target: Target, name: str, current: bool, out: Outcome, simulated: bool
+    inputs: Inputs, target: Target, name: str, current: bool, out: Outcome, key: str
 ) -> bool:
     """Whether the engine serves; `current` is False while the runtime waits for the model
     download (none yet, or the previous model's kept)."""
-    key, kind = (SIMULATOR, "Deployment") if simulated else (RUNTIME, "VLLMRuntime")
+    kind = _ENGINE_KINDS[key]
+    simulated = key == SIMULATOR
     observed = inputs.observed.get(key + target.suffix)
     remote = target.provider_config is not None
     available = _available_replicas(observed, remote)
@@ -838,6 +865,16 @@ def _serving(
     return ready
 
 
+def _topology(plan: sizing.Plan) -> str:
+    """One replica's shape: nodes x GPUs, and how vLLM splits the model over them."""
+    gpu = plan.gpu.type or "GPU"
+    nodes = "1 node" if plan.nodes == 1 else f"{plan.nodes} nodes"
+    split = f"tensor parallel {plan.tensor_parallel_size}"
+    if plan.nodes > 1:
+        split += f" inside each node, pipeline parallel {plan.nodes} across nodes"
+    return f"{nodes} x {plan.tensor_parallel_size} {gpu}: {split}"
+
+
 def _status(
     spec: LLMSpec,
     facts: catalog.ModelFacts | None,
@@ -852,6 +889,9 @@ def _status(
         "modelSource": source,
         "gpus": plan.gpus,
         "tensorParallelSize": plan.tensor_parallel_size,
+        "pipelineParallelSize": plan.pipeline_parallel_size,
+        "nodes": plan.nodes,
+        "topology": _topology(plan),
         "gpuType": g.type or "assumed 80 GiB-class",
         "gpuMemoryGiB": round(g.memory_gib, 2),
         "gpuAssumed": g.assumed,
@@ -949,6 +989,7 @@ class Engine:
     max_model_len: int | str | None
     current: bool
     simulated: bool
+    service: str | None = None  # its Service, when not named after it
 
 
 @dataclass(frozen=True)
@@ -1277,7 +1318,9 @@ def _without_replicas(obj: dict[str, Any], remote: bool) -> dict[str, Any]:
     return out
 
 
-def _ingress(spec: LLMSpec, target: Target, name: str, out: Outcome) -> None:
+def _ingress(
+    spec: LLMSpec, target: Target, name: str, out: Outcome, service: str | None = None
+) -> None:
     if spec.ingress_host:
         _place(
             spec,
@@ -1287,7 +1330,7 @@ def _ingress(spec: LLMSpec, target: Target, name: str, out: Outcome) -> None:
                 name=name,
                 namespace=target.namespace,
                 host=spec.ingress_host,
-                service=name,
+                service=service or name,
                 class_name=target.ingress_class,
                 model=spec.model,
             ),
@@ -1317,6 +1360,7 @@ def _scaler(
     count: scaling.Replicas,
     scale_target: dict[str, str],
     out: Outcome,
+    service: str | None = None,
 ) -> None:
     """KEDA's ScaledObject for the engine (spec.autoscaling), reading vLLM's gauge from every
     ready pod behind the engine's Service (function/scaling.py)."""
@@ -1334,7 +1378,7 @@ def _scaler(
             max_replicas=count.high,
             trigger=scaling.trigger(
                 spec.autoscaling,
-                service=name,
+                service=service or name,
                 namespace=target.namespace,
                 port=resources.ENGINE_PORT,
                 model=spec.model,
@@ -1372,6 +1416,116 @@ def _keda_usage(
             model_claim=spec.name,
             replay_deletion=True,
         )
+
+
+def _build_multinode(
+    spec: LLMSpec,
+    target: Target,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    image: str,
+    count: scaling.Replicas,
+    inputs: Inputs,
+    out: Outcome,
+) -> Engine:
+    """Compose a replica that spans `plan.nodes` nodes: a LeaderWorkerSet (resources.py) with
+    the model cache per pod, the leaders' Service, and as for one node the Ingress, KEDA,
+    the Usages, the copied Secrets."""
+    name = resources.dns_label(spec.name)
+    service = resources.dns_label(f"{spec.name}-leader")
+    secrets = _secrets(spec, facts, target, name, inputs, out)
+    cache, _ = _cache_plan(spec, target, facts, plan, inputs)
+    class_name = spec.storage.class_name or target.storage_class
+    # Weights come from the model cache: the engine stays offline.
+    env = [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
+    secret_env = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
+    if secrets.api_key:
+        secret_env.append(("VLLM_API_KEY", secrets.api_key))  # read by vLLM: envs.VLLM_API_KEY
+    max_len = _max_model_len(spec, plan, out)
+    args = resources.vllm_serve_args(
+        model=spec.model,
+        tensor_parallel=plan.tensor_parallel_size,
+        nodes=plan.nodes,
+        max_model_len=max_len,
+        dtype=plan.dtype,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        enable_prefix_caching=plan.enable_prefix_caching,
+        enable_chunked_prefill=plan.enable_chunked_prefill,
+        tool_call_parser=facts.tool_call_parser if facts else None,
+        extra_args=_engine_args(spec, facts, plan, out, api_key_arg=False),
+    )
+    _place(
+        spec,
+        target,
+        LWS,
+        resources.leader_worker_set(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            image=image,
+            nodes=plan.nodes,
+            args=args,
+            env=env,
+            secret_env=secret_env,
+            gpus_per_node=plan.tensor_parallel_size,
+            cpu=plan.cpu,
+            memory=plan.memory,
+            shm_size=plan.shm_size,
+            cache_size=storage.quantity(cache.size_gib),
+            cache_class=class_name,
+            fetch_args=[spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
+            fetch_requests={
+                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+            },
+            fetch_memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+            node_selector=target.node_selector,
+            tolerations=target.tolerations or None,
+            runtime_class=target.runtime_class,
+            replicas=None if count.autoscaled else count.low,
+            startup_budget_s=cache.download_deadline_s + 2 * cache.start_s,
+        ),
+        out,
+        suffix="lws",
+        readiness_cel=resources.LWS_READY_CEL,
+        watch=True,
+    )
+    _place(
+        spec,
+        target,
+        LWS_SERVICE,
+        resources.leader_service(
+            name=service, lws=name, namespace=target.namespace, model=spec.model
+        ),
+        out,
+        suffix="leader-service",
+    )
+    if count.autoscaled:
+        lws_target = {"apiVersion": resources.LWS_API, "kind": "LeaderWorkerSet", "name": name}
+        _scaler(spec, target, name, count, lws_target, out, service=service)
+    _ingress(spec, target, name, out, service=service)
+    _cluster_usage(spec, target, inputs, out)
+    _keda_usage(spec, target, count, inputs, out)
+    _no_takeover(spec, target, inputs, out)
+    out.conditions.append(
+        Condition(
+            "ModelCache",
+            "True",
+            "PerPod",
+            f"each of the {plan.nodes} pods of a replica downloads {spec.model} into its own "
+            f"claim ({storage.quantity(cache.size_gib)}) before vLLM starts on it",
+        )
+    )
+    return Engine(
+        name=name,
+        key=LWS,
+        command=["vllm", "serve", *args],
+        image=image,
+        max_model_len=max_len,
+        current=True,
+        simulated=False,
+        service=service,
+    )
 
 
 def _build_simulated(
@@ -1739,7 +1893,7 @@ def _replicas_status(
     spec_ = dig(manifest, "spec")
     desired = (
         dig(spec_, "deploymentConfig", "replicas")
-        if not engine.simulated
+        if engine.key == RUNTIME
         else dig(spec_, "replicas")
     )
     status = dig(manifest, "status")
@@ -1748,7 +1902,9 @@ def _replicas_status(
         "max": count.high,
         "autoscaled": count.autoscaled,
         "current": _count(dig(status, "replicas")) or 0,
-        "ready": _count(dig(status, "availableReplicas")) or 0,
+        "ready": _count(dig(status, "availableReplicas"))
+        or _count(dig(status, "readyReplicas"))
+        or 0,
     }
     wanted = _count(desired)
     if wanted is not None:
@@ -1817,6 +1973,8 @@ def compose(inputs: Inputs) -> Outcome:
         count = _replicas(spec, target, plan, others, created, out)
         if spec.engine.simulate:
             engine = _build_simulated(spec, target, plan, image, count, inputs, out)
+        elif plan.nodes > 1:
+            engine = _build_multinode(spec, target, facts, plan, image, count, inputs, out)
         else:
             engine = _build(spec, target, facts, plan, image, count, inputs, out)
     except SpecError as e:
@@ -1824,9 +1982,11 @@ def compose(inputs: Inputs) -> Outcome:
         out.resources.clear()
         return out
     _memory_condition(facts, plan, out)
-    serving = _serving(inputs, target, engine.name, engine.current, out, engine.simulated)
+    serving = _serving(inputs, target, engine.name, engine.current, out, engine.key)
     _readiness(inputs, target, engine.key, serving, out)
-    out.status = _status(spec, facts, plan, source, engine, _endpoint(spec, target, engine.name))
+    out.status = _status(
+        spec, facts, plan, source, engine, _endpoint(spec, target, engine.service or engine.name)
+    )
     out.status["plan"] |= out.status_extra
     out.status["replicas"] = _replicas_status(inputs, target, engine, count)
     if out.placement is not None:

@@ -40,6 +40,9 @@ HF_MODEL_ID = re.compile(_DATA["huggingFaceModelId"]["pattern"])
 HF_MODEL_ID_MAX_PART = int(_DATA["huggingFaceModelId"]["maxPartLength"])
 TENSOR_PARALLEL_CANDIDATES: tuple[int, ...] = tuple(_DATA["gpusPerReplica"]["candidates"])
 MAX_GPUS: int = int(_DATA["gpusPerReplica"]["max"])
+MAX_NODES_PER_REPLICA: int = int(_DATA["gpusPerReplica"]["maxNodes"])
+# GPUs one replica may have over several nodes.
+MAX_GPUS_MULTI_NODE: int = MAX_GPUS * MAX_NODES_PER_REPLICA
 GPU_TYPES: dict[str, GpuType] = {
     t: GpuType(type=t, memory_gib=float(g["memoryGiB"]), name=str(g["name"]))
     for t, g in _DATA["gpus"].items()

@@ -40,6 +40,7 @@ class Candidate:
     per_node: int = 0
     pool: int | None = None  # maxNodes x perNode; None: not published
     held: int = 0  # GPUs the models placed there hold
+    span: int = 1  # nodes one replica may span there (apps.lws: its maxNodes)
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,10 @@ class Decision:
     kept: bool = False  # stayed where it runs
 
 
-# What a model needs of a GPU shape (type, GiB per GPU, GPUs per node): GPUs per replica,
-# None when it does not fit; and why it does not (for `explain` only).
-Sizer = Callable[[str | None, float, int], int | None]
-WhyNot = Callable[[str | None, float, int], str]
+# What a model needs of a GPU shape (type, GiB per GPU, GPUs per node, nodes a replica may
+# span): GPUs per replica, None when it does not fit; and why it does not (`explain` only).
+Sizer = Callable[[str | None, float, int, int], int | None]
+WhyNot = Callable[[str | None, float, int, int], str]
 
 
 def place(
@@ -99,7 +100,7 @@ def place(
     for c in candidates:
         if c.problem:
             continue
-        gpus = size(c.gpu_type, c.memory_gib, c.per_node)
+        gpus = size(c.gpu_type, c.memory_gib, c.per_node, c.span)
         if gpus is None:
             continue
         if c.pool is not None:
@@ -144,9 +145,11 @@ def explain(
         if c.problem:
             out.append(Verdict(c.name, False, c.problem))
             continue
-        gpus = size(c.gpu_type, c.memory_gib, c.per_node)
+        gpus = size(c.gpu_type, c.memory_gib, c.per_node, c.span)
         if gpus is None:
-            out.append(Verdict(c.name, False, why_not(c.gpu_type, c.memory_gib, c.per_node)))
+            out.append(
+                Verdict(c.name, False, why_not(c.gpu_type, c.memory_gib, c.per_node, c.span))
+            )
             continue
         need = gpus * decision.replicas
         if free is not None and need > free:

@@ -696,3 +696,238 @@ def scaled_object(
             "triggers": [dict(trigger)],
         },
     }
+
+
+# --- Multi-node engine (apps.lws) --------------------------------------------------------
+# One replica over several nodes: a LeaderWorkerSet group of `nodes` pods, one per node, each
+# with that node's GPUs; vLLM 0.17.1's multiprocessing executor spans them (`--nnodes`,
+# `--node-rank`, `--master-addr`; the non-zero ranks run `--headless`: vllm/entrypoints/cli/
+# serve.py, docs/serving/parallelism_scaling.md). The production-stack operator has no
+# multi-node runtime, so the pods are ours, shaped as its are (engine labels on the leader for
+# the router, the model cache, /dev/shm, the GPU pool's affinity).
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+# Set by LWS in every container: the leader's stable DNS name, the group's size and the pod's
+# index in it (kubernetes-sigs/lws v0.10.0 pkg/utils/pod/pod_utils.go).
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+LWS_READY_CEL = "has(object.status.readyReplicas) && object.status.readyReplicas >= 1"
+VLLM_BINARY = "/opt/venv/bin/vllm"
+
+
+def vllm_serve_args(
+    *,
+    model: str,
+    tensor_parallel: int,
+    nodes: int,
+    max_model_len: int | None,
+    dtype: str,
+    gpu_memory_utilization: float,
+    enable_prefix_caching: bool,
+    enable_chunked_prefill: bool,
+    tool_call_parser: str | None,
+    extra_args: Sequence[str],
+) -> list[str]:
+    """`vllm serve <model> ...` for one pod of a multi-node replica, in the order the
+    operator writes a VLLMRuntime's (engine_command), then the nodes; `$(LWS_*)` are filled
+    by the kubelet from the variables LWS sets."""
+    args = [model, "--host", "0.0.0.0", "--port", str(ENGINE_PORT)]
+    if tool_call_parser:
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser]
+    args.append(
+        "--enable-chunked-prefill" if enable_chunked_prefill else "--no-enable-chunked-prefill"
+    )
+    args.append(
+        "--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    if max_model_len:
+        args += ["--max-model-len", str(max_model_len)]
+    args += ["--dtype", dtype, "--tensor-parallel-size", str(tensor_parallel)]
+    args += ["--pipeline-parallel-size", str(nodes)]
+    args += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    args += ["--nnodes", str(nodes), "--node-rank", LWS_WORKER_INDEX]
+    args += ["--master-addr", LWS_LEADER_ADDRESS]
+    return args + list(extra_args)
+
+
+def _lws_pod(
+    *,
+    name: str,
+    role: str,
+    image: str,
+    args: Sequence[str],
+    env: Sequence[Mapping[str, Any]],
+    fetch: Mapping[str, Any],
+    gpus: int,
+    cpu: str,
+    memory: str,
+    shm_size: str,
+    node_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    runtime_class: str | None,
+    startup_failures: int,
+) -> dict[str, Any]:
+    """The pod template of the leader (role leader: the API server, with probes) or of the
+    workers (headless: no server to probe; a failure restarts the whole group)."""
+    container: dict[str, Any] = {
+        "name": "vllm",
+        "image": image,
+        "command": [VLLM_BINARY, "serve"],
+        "args": list(args) + ([] if role == "leader" else ["--headless"]),
+        "env": [dict(e) for e in env],
+        "resources": {
+            "requests": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)},
+            "limits": {"memory": memory, "nvidia.com/gpu": str(gpus)},
+        },
+        "volumeMounts": [
+            {"name": "model-cache", "mountPath": CACHE_MOUNT},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    }
+    if role == "leader":
+        health = {"httpGet": {"path": "/health", "port": ENGINE_PORT}}
+        container["ports"] = [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}]
+        container["startupProbe"] = {
+            **health,
+            "periodSeconds": 20,
+            "failureThreshold": startup_failures,
+        }
+        container["readinessProbe"] = {**health, "periodSeconds": 10, "failureThreshold": 3}
+        container["livenessProbe"] = {**health, "periodSeconds": 20, "failureThreshold": 3}
+    pod: dict[str, Any] = {
+        # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
+        "enableServiceLinks": False,
+        "initContainers": [dict(fetch)],
+        "containers": [container],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": engine_affinity(node_selector)
+                }
+            }
+        },
+        "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+    }
+    if runtime_class:
+        pod["runtimeClassName"] = runtime_class
+    return pod
+
+
+def leader_worker_set(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    nodes: int,
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    secret_env: Sequence[tuple[str, tuple[str, str]]],
+    gpus_per_node: int,
+    cpu: str,
+    memory: str,
+    shm_size: str,
+    cache_size: str,
+    cache_class: str | None,
+    fetch_args: Sequence[str],
+    fetch_requests: Mapping[str, str],
+    fetch_memory_limit: str,
+    node_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    runtime_class: str | None,
+    replicas: int | None,
+    startup_budget_s: int,
+) -> dict[str, Any]:
+    """A LeaderWorkerSet of groups of `nodes` pods, one replica each: every pod has the
+    model cache of its own (volumeClaimTemplates), filled by an init container that
+    downloads the model (resumable, function/model_fetch.py) before vLLM starts on it."""
+    secrets = [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
+        for var, ref in secret_env
+    ]
+    engine_env = [
+        *({"name": k, "value": v} for k, v in CACHE_ENV),
+        *({"name": k, "value": v} for k, v in env),
+        *(s for s in secrets if s["name"] != "HF_TOKEN"),
+    ]
+    fetch = {
+        "name": "model-fetch",
+        "image": image,
+        "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, *fetch_args],
+        "env": [
+            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
+            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+            *(s for s in secrets if s["name"] == "HF_TOKEN"),
+        ],
+        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
+        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+    }
+    common = {
+        "image": image,
+        "args": args,
+        "env": engine_env,
+        "fetch": fetch,
+        "gpus": gpus_per_node,
+        "cpu": cpu,
+        "memory": memory,
+        "shm_size": shm_size,
+        "node_selector": node_selector,
+        "tolerations": tolerations,
+        "runtime_class": runtime_class,
+        "startup_failures": max(3, -(-startup_budget_s // 20)),
+    }
+    # The router discovers the leader only (it serves the API); workers are headless.
+    leader_labels = labels(name)
+    worker_labels = labels(name) | {"app.kubernetes.io/component": "engine-worker"}
+    claim: dict[str, Any] = {
+        "metadata": {"name": "model-cache"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": cache_size}},
+            **({"storageClassName": cache_class} if cache_class else {}),
+        },
+    }
+    spec: dict[str, Any] = {
+        **({"replicas": replicas} if replicas is not None else {}),
+        # Workers start with the leader: its readiness waits for them (LeaderReady would
+        # wait forever).
+        "startupPolicy": "LeaderCreated",
+        "leaderWorkerTemplate": {
+            "size": nodes,
+            # A pod lost restarts the group: vLLM cannot rejoin a running one.
+            "restartPolicy": "RecreateGroupOnPodRestart",
+            "volumeClaimTemplates": [claim],
+            "leaderTemplate": {
+                "metadata": {"labels": leader_labels, "annotations": {MODEL_ANNOTATION: model}},
+                "spec": _lws_pod(name=name, role="leader", **common),
+            },
+            "workerTemplate": {
+                "metadata": {"labels": worker_labels, "annotations": {MODEL_ANNOTATION: model}},
+                "spec": _lws_pod(name=name, role="worker", **common),
+            },
+        },
+    }
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(name, namespace, model),
+        "spec": spec,
+    }
+
+
+def leader_service(*, name: str, lws: str, namespace: str, model: str) -> dict[str, Any]:
+    """The multi-node replica's API: its leaders' port 8000 on port 80, as the operator's
+    Service does for a VLLMRuntime (LWS's own headless Service carries the LWS's name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, namespace, model),
+        "spec": {
+            "selector": {LWS_NAME_LABEL: lws, LWS_WORKER_INDEX_LABEL: "0"},
+            "ports": [
+                {"name": "http", "port": SERVICE_PORT, "targetPort": ENGINE_PORT, "protocol": "TCP"}
+            ],
+        },
+    }

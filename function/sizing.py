@@ -161,6 +161,13 @@ class Plan:
     kv_safety_gib: float = 0.0
     kv_bytes_per_token: int = 0  # per GPU, as the context grows
     context_auto: bool = False  # vLLM fits max_model_len itself (--max-model-len auto)
+    # Nodes of one replica: tensor parallel inside a node (tensor_parallel_size GPUs), one
+    # pipeline stage per node (vLLM's multi-node guide: TP = GPUs per node, PP = nodes).
+    nodes: int = 1
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        return self.nodes
 
 
 class SizingError(FieldError):
@@ -281,7 +288,7 @@ def _useful_tokens(facts: ModelFacts) -> int:
 class _Memory:
     """One GPU's memory as vLLM divides it, for `gpus` GPUs of a replica."""
 
-    gpus: int
+    gpus: int  # tensor parallel size
     requested: float  # gpu_memory_utilization x total
     weights: float
     activation: float
@@ -289,6 +296,9 @@ class _Memory:
     allocator: Allocator
     batched: int
     seqs: int
+    # Pipeline stages (nodes): each GPU holds 1/pipeline of the layers, so of the weights and
+    # of every token's KV cache.
+    pipeline: int = 1
 
     @property
     def kv_budget(self) -> float:
@@ -320,13 +330,19 @@ def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> fl
 
 
 def _memory(
-    facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings, max_model_len: int
+    facts: ModelFacts,
+    gpus: int,
+    gpu: GpuShape,
+    engine: EngineSettings,
+    max_model_len: int,
+    pipeline: int = 1,
 ) -> _Memory:
     batched, seqs = engine.batch(gpu, _pooling(facts), max_model_len)
     return _Memory(
         gpus=gpus,
+        pipeline=pipeline,
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
-        weights=facts.weights_gib / gpus,
+        weights=facts.weights_gib / (gpus * pipeline),
         activation=_activation_gib(facts, gpus, batched, seqs),
         non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
         allocator=_allocator(facts, gpus, engine, batched),
@@ -336,8 +352,8 @@ def _memory(
 
 
 def _kv_gib(facts: ModelFacts, memory: _Memory, tokens: int) -> float:
-    """KV memory one request of `tokens` takes on one GPU."""
-    return kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB
+    """KV memory one request of `tokens` takes on one GPU (its pipeline stage's layers)."""
+    return kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB / memory.pipeline
 
 
 def _required_gib(
@@ -346,21 +362,24 @@ def _required_gib(
     gpu: GpuShape,
     engine: EngineSettings,
     tokens: int | None = None,
+    pipeline: int = 1,
 ) -> tuple[float, _Memory]:
     """GPU memory per GPU the model needs to serve one request of `tokens` (None: a useful
-    one), safety included."""
+    one), safety included, on `gpus` tensor-parallel GPUs x `pipeline` stages."""
     tokens = tokens or _useful_tokens(facts)
-    memory = _memory(facts, gpus, gpu, engine, tokens)
+    memory = _memory(facts, gpus, gpu, engine, tokens, pipeline)
     kv = _kv_gib(facts, memory, tokens)
     need = memory.weights + memory.activation + memory.non_torch + kv
     need += max(KV_SAFETY_MIN_GIB, kv * KV_SAFETY_FRACTION / (1 - KV_SAFETY_FRACTION))
     if facts.min_vram_gib:
-        need = max(need, facts.min_vram_gib / gpus)
+        need = max(need, facts.min_vram_gib / (gpus * pipeline))
     return need, memory
 
 
-def _fits(facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings) -> bool:
-    need, memory = _required_gib(facts, gpus, gpu, engine)
+def _fits(
+    facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings, pipeline: int = 1
+) -> bool:
+    need, memory = _required_gib(facts, gpus, gpu, engine, pipeline=pipeline)
     return need <= memory.requested
 
 
@@ -387,7 +406,7 @@ def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> st
     example = (
         f" (e.g. {known})"
         if known
-        else " (larger than an H200: the model needs multi-node serving, which is not supported)"
+        else " (larger than an H200: the model needs more than one node, an InferenceCluster with apps.lws)"
     )
     need, _ = _required_gib(
         facts, gpus, GpuShape(memory_gib=1e6, per_node=gpus, type=None, assumed=True), engine
@@ -427,7 +446,7 @@ def choose_gpus(facts: ModelFacts, gpu: GpuShape, engine: EngineSettings | None 
 # --------------------------------------------------------------------------- plan
 
 
-def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape) -> int:
+def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int = 1) -> int:
     valid = valid_gpu_counts(facts, gpu.per_node)
     use = ", ".join(str(n) for n in valid) or "none"
     if not _is_count(gpus):
@@ -444,8 +463,9 @@ def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape) -> int:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} is more than the {gpu.per_node} GPUs a node has; a model runs in "
-            f"one pod on one node, so use at most {gpu.per_node} (one of {use} for {facts.id})",
+            f"{GPU_FIELD}: {gpus} is more than the {gpu.per_node} GPUs a node has and this "
+            f"target serves a replica on one node (an InferenceCluster with apps.lws spans "
+            f"nodes), so use at most {gpu.per_node} (one of {use} for {facts.id})",
         )
     problem = _split_problem(facts, gpus)
     if problem:
@@ -523,35 +543,106 @@ def _max_model_len(facts: ModelFacts, memory: _Memory) -> int:
     return kv_cache.max_len(
         facts.kv_layers,
         memory.allocator,
-        memory.kv_usable * GIB,
+        # A stage holds 1/pipeline of every token: the whole model's tokens fit `pipeline`
+        # times this GPU's budget.
+        memory.kv_usable * GIB * memory.pipeline,
         facts.context_length,
         MAX_MODEL_LEN_MULTIPLE,
     )
 
 
+def choose_topology(
+    facts: ModelFacts, gpu: GpuShape, engine: EngineSettings, max_nodes: int
+) -> tuple[int, int]:
+    """(tensor parallel size, nodes) for a model the function sizes: the GPUs of one node
+    (choose_gpus), else, when the cluster serves across nodes (max_nodes > 1), every GPU of
+    the fewest nodes that hold it, one pipeline stage per node (vLLM's multi-node guide:
+    tensor parallel = GPUs per node, pipeline parallel = nodes)."""
+    try:
+        return choose_gpus(facts, gpu, engine), 1
+    except SizingError:
+        if max_nodes < 2:
+            raise
+    tp = max(valid_gpu_counts(facts, gpu.per_node) or [0])
+    if tp and facts.task == "generate":
+        for nodes in range(2, max_nodes + 1):
+            if _fits(facts, tp, gpu, engine, nodes):
+                return tp, nodes
+    need, _ = _required_gib(facts, tp or gpu.per_node, gpu, engine, pipeline=max_nodes)
+    total = need * (tp or gpu.per_node) * max_nodes
+    raise SizingError(
+        GPU_FIELD,
+        None,
+        f"{facts.id} needs about {total:.0f} GiB of GPU memory, more than the "
+        f"{max_nodes} nodes one replica may span offer: {_offer(gpu, gpu.per_node * max_nodes, engine)}"
+        + ("" if facts.task == "generate" else " (pooling models run on one node)"),
+    )
+
+
+def _checked_topology(
+    facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int
+) -> tuple[int, int]:
+    """(tensor parallel size, nodes) for a GPU count the claim gives: one node, or, above a
+    node's GPUs, whole nodes of the cluster serving across nodes."""
+    if not _is_count(gpus) or gpus <= gpu.per_node or max_nodes < 2:
+        return _checked_gpus(facts, gpus, gpu, max_nodes), 1
+    nodes, rest = divmod(gpus, gpu.per_node)
+    if rest or nodes > max_nodes:
+        raise SizingError(
+            GPU_FIELD,
+            gpus,
+            f"{GPU_FIELD}: {gpus} GPUs span nodes of {gpu.per_node}: use whole nodes, "
+            f"{gpu.per_node} x 2 to {gpu.per_node} x {max_nodes} (one replica spans at most "
+            f"{max_nodes} nodes here)",
+        )
+    problem = _split_problem(facts, gpu.per_node)
+    if problem:
+        raise SizingError(
+            GPU_FIELD,
+            gpus,
+            f"{GPU_FIELD}: {gpus} GPUs over {nodes} nodes split {facts.id} over "
+            f"{gpu.per_node} GPUs per node, but {problem}",
+        )
+    if facts.task != "generate":
+        raise SizingError(
+            GPU_FIELD, gpus, f"{GPU_FIELD}: {facts.id} is a pooling model and runs on one node"
+        )
+    return gpu.per_node, nodes
+
+
 def plan(
-    facts: ModelFacts, gpus: int | None, gpu: GpuShape, engine: EngineSettings | None = None
+    facts: ModelFacts,
+    gpus: int | None,
+    gpu: GpuShape,
+    engine: EngineSettings | None = None,
+    max_nodes: int = 1,
 ) -> Plan:
     """Size a vLLM deployment of ``facts`` on ``gpus`` (None: choose) GPUs of shape ``gpu``,
-    with the engine settings the claim gives (None: the function's defaults)."""
+    with the engine settings the claim gives (None: the function's defaults); a replica may
+    span up to ``max_nodes`` nodes (1: one node)."""
     engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
-    n = choose_gpus(facts, gpu, engine) if gpus is None else _checked_gpus(facts, gpus, gpu)
+    if gpus is None:
+        n, nodes = choose_topology(facts, gpu, engine, max_nodes)
+    else:
+        n, nodes = _checked_topology(facts, gpus, gpu, max_nodes)
 
-    need, _ = _required_gib(facts, n, gpu, engine)
-    memory = _memory(facts, n, gpu, engine, facts.context_length)
+    need, _ = _required_gib(facts, n, gpu, engine, pipeline=nodes)
+    memory = _memory(facts, n, gpu, engine, facts.context_length, nodes)
     max_model_len = _max_model_len(facts, memory) if memory.kv_usable > 0 else 0
     pooling = _pooling(facts)
     least = facts.context_length if pooling else min(facts.context_length, MIN_SERVING_TOKENS)
-    least_need, _ = _required_gib(facts, n, gpu, engine, least)
+    least_need, _ = _required_gib(facts, n, gpu, engine, least, nodes)
     fits = least_need <= memory.requested and max_model_len >= least
 
     warnings: list[str] = []
     shortfall = None
+    total = n * nodes
     if not fits:
         message = (
-            f"{facts.id} needs about {need * n:.0f} GiB of GPU memory; {_offer(gpu, n, engine)}"
+            f"{facts.id} needs about {need * total:.0f} GiB of GPU memory; "
+            f"{_offer(gpu, total, engine)}"
         )
         larger = [
             c
@@ -564,7 +655,7 @@ def plan(
     elif facts.context_known and max_model_len < facts.context_length:
         warnings.append(
             f"max_model_len is {max_model_len} tokens, below the {facts.context_length} tokens "
-            f"{facts.id} supports: the KV cache left on {n} x {gpu.memory_gib:g} GiB "
+            f"{facts.id} supports: the KV cache left on {total} x {gpu.memory_gib:g} GiB "
             "holds no more"
         )
     if facts.estimated:
@@ -574,19 +665,20 @@ def plan(
             "estimated from its name"
         )
 
-    cpu, host_memory, shm = _host_resources(facts, n)
-    kv_all = max(0.0, memory.kv_budget) * n
+    cpu, host_memory, shm = _host_resources(facts, n)  # per pod: one node's GPUs
+    kv_all = max(0.0, memory.kv_budget) * total
     return Plan(
-        gpus=n,
+        gpus=total,
         tensor_parallel_size=n,
+        nodes=nodes,
         gpu=gpu,
         gpu_memory_utilization=engine.gpu_memory_utilization,
         dtype=DTYPE,
         weights_gib=round(facts.weights_gib, 1),
         kv_cache_gib=round(kv_all, 1),
         max_model_len=max_model_len if facts.context_known else 0,
-        required_gib=round(need * n, 1),
-        available_gib=round(memory.requested * n, 1),
+        required_gib=round(need * total, 1),
+        available_gib=round(memory.requested * total, 1),
         fits=fits,
         cpu=cpu,
         memory=host_memory,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args, simulator
+from function import engine_args, simulator, vllm_cli
 from function.errors import FieldError
 from function.limits import (
     ALIAS,
@@ -21,7 +21,7 @@ from function.limits import (
     AUTOSCALING_METRICS,
     HF_MODEL_ID,
     HF_MODEL_ID_MAX_PART,
-    MAX_GPUS,
+    MAX_GPUS_MULTI_NODE,
     MAX_REPLICAS,
     SCALE_DOWN_DELAY_DEFAULT,
     SCALE_DOWN_DELAY_MAX,
@@ -181,12 +181,17 @@ def _gpu(params: dict) -> int | None:
     # JSON numbers arrive as floats through protobuf Structs: accept 2.0, reject 2.5 and bools.
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_GPUS_MULTI_NODE
+    ):
         raise SpecError(
             f"{P}.gpu",
             value,
             f"{P}.gpu: {_short(value)} is not a GPU count; use a whole number from 1 to "
-            f"{MAX_GPUS}, or omit it to let the function choose",
+            f"{MAX_GPUS_MULTI_NODE} (above a node's GPUs, whole nodes of a cluster with "
+            "apps.lws), or omit it to let the function choose",
         )
     return value
 
@@ -299,6 +304,16 @@ def _engine(params: dict) -> EngineOverrides:
             )
     else:
         found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
+        if not found:
+            # What vLLM's own parser would refuse at start (function/vllm_cli.py).
+            found = [
+                engine_args.Problem(
+                    f"{f}.extraArgs",
+                    f"{f}.extraArgs: vLLM {vllm_cli.VERSION}'s parser would refuse them, so the "
+                    f"engine would not start: {problem}",
+                )
+                for problem in vllm_cli.problems(args)
+            ]
     if found:
         raise SpecError(found[0].field, None, "; ".join(p.message for p in found))
     given = engine_args.last_value(args, engine_args.MAX_MODEL_LEN)

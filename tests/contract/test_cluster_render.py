@@ -243,7 +243,13 @@ def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -
     status = _render(package, xr).xr["status"]
     assert status["providerConfigName"] == xr["metadata"]["name"]
     keda = xr["spec"]["parameters"]["apps"].get("keda", {}).get("enabled", False)
-    assert status["apps"] == {"nvidia": True, "vllm": True, "keda": keda, "ingress": True}
+    assert status["apps"] == {
+        "nvidia": True,
+        "vllm": True,
+        "keda": keda,
+        "lws": False,
+        "ingress": True,
+    }
     assert status["ingressClassName"] == "traefik"
     gpu = status["gpu"]
     assert gpu["enabled"] is True
@@ -273,6 +279,7 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
         "nvidia": False,
         "vllm": False,
         "keda": False,
+        "lws": False,
         "ingress": False,
     }
     assert "ingressClassName" not in result.xr["status"]
@@ -436,6 +443,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "productionStackOperator": pin("production_stack_operator"),
         "productionStackOperatorImage": pin("production_stack_operator_image"),
         "keda": pin("keda"),
+        "lws": pin("lws"),
         "traefik": pin("traefik"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [

@@ -41,8 +41,10 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
             simulated = (doc.get("spec", {}).get("parameters", {}).get("engine") or {}).get(
                 "simulate"
             )
-            # A simulated model has no VLLMRuntime (function/simulator.py).
-            if doc.get("kind") == "LLMInference" and not simulated:
+            # A simulated model has no VLLMRuntime (function/simulator.py), nor does one
+            # over several nodes (a LeaderWorkerSet: tests/unit/test_multinode.py).
+            multinode = "multinode" in path.name
+            if doc.get("kind") == "LLMInference" and not simulated and not multinode:
                 out.append((f"{path.name}:{doc['metadata']['name']}", doc))
     return out
 

@@ -55,7 +55,12 @@ XRD_CASES = [
         "maxLength",
         2 * limits.HF_MODEL_ID_MAX_PART + 1,
     ),
-    ("LLMInference gpu maximum", _at(LLM, "parameters", "gpu"), "maximum", limits.MAX_GPUS),
+    (
+        "LLMInference gpu maximum",
+        _at(LLM, "parameters", "gpu"),
+        "maximum",
+        limits.MAX_GPUS_MULTI_NODE,
+    ),
     (
         "InferenceCluster models[].model pattern",
         _at(CLUSTER, "parameters", "models", "[]", "model"),
@@ -66,7 +71,7 @@ XRD_CASES = [
         "InferenceCluster models[].gpu maximum",
         _at(CLUSTER, "parameters", "models", "[]", "gpu"),
         "maximum",
-        limits.MAX_GPUS,
+        limits.MAX_GPUS_MULTI_NODE,
     ),
     (
         "InferenceCluster gpu.type",
@@ -114,6 +119,8 @@ def test_the_function_refuses_past_the_same_maximum() -> None:
         "kind": "LLMInference",
         "metadata": {"name": "m", "namespace": "a"},
     }
-    parse({**xr, "spec": {"parameters": {"model": "a/b", "gpu": limits.MAX_GPUS}}})
-    with pytest.raises(SpecError, match=f"1 to {limits.MAX_GPUS}"):
-        parse({**xr, "spec": {"parameters": {"model": "a/b", "gpu": limits.MAX_GPUS + 1}}})
+    parse({**xr, "spec": {"parameters": {"model": "a/b", "gpu": limits.MAX_GPUS_MULTI_NODE}}})
+    with pytest.raises(SpecError, match=f"1 to {limits.MAX_GPUS_MULTI_NODE}"):
+        parse(
+            {**xr, "spec": {"parameters": {"model": "a/b", "gpu": limits.MAX_GPUS_MULTI_NODE + 1}}}
+        )

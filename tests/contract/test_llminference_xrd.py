@@ -96,7 +96,7 @@ REJECTED = [
     ("model missing", xr(gpu=1), "model"),
     ("model without org", xr(model="qwen"), "spec.parameters.model"),
     ("gpu zero", xr(model="a/b", gpu=0), "spec.parameters.gpu"),
-    ("gpu above 16", xr(model="a/b", gpu=32), "spec.parameters.gpu"),
+    ("gpu above 8 nodes of 8", xr(model="a/b", gpu=65), "spec.parameters.gpu"),
     ("gpu as a string", xr(model="a/b", gpu="2"), "spec.parameters.gpu"),
     (
         "ingress host with a scheme",

@@ -186,3 +186,11 @@ def test_a_scaled_object_validates_and_a_broken_one_does_not(pkg: Any) -> None:
     assert validate_objects([good]).ok
     bad = {**good, "spec": {**good["spec"], "maxReplicaCount": "two"}}
     assert not validate_objects([bad]).ok
+
+
+def test_lws_chart_is_the_release_whose_crd_we_validate_against() -> None:
+    row = next(line for line in (SHARED / "INDEX.md").read_text().splitlines() if "`lws/`" in line)
+    release = re.search(r"kubernetes-sigs/lws v(\d+\.\d+\.\d+)", row)
+    assert release, row
+    # The chart is pushed as an OCI artifact with the release's version (lws hack/push-chart.sh).
+    assert pin("lws") == release.group(1)

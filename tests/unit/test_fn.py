@@ -11,7 +11,7 @@ from conftest import engine_image, on_target, request, run
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.limits import GPU_TYPES, MAX_GPUS
+from function.limits import GPU_TYPES, MAX_GPUS_MULTI_NODE
 
 H200_GIB = GPU_TYPES["h200"].memory_gib
 
@@ -367,8 +367,11 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     (
         "more GPUs than one replica may use (function/limits.yaml): fatal, not a crash",
-        {"xr": xr(model="acme/mystery-model", gpu=MAX_GPUS + 1)},
-        {"fatal": f"~spec.parameters.gpu: {MAX_GPUS + 1} is not a GPU count; use a whole number"},
+        {"xr": xr(model="acme/mystery-model", gpu=MAX_GPUS_MULTI_NODE + 1)},
+        {
+            "fatal": f"~spec.parameters.gpu: {MAX_GPUS_MULTI_NODE + 1} is not a GPU count; use a "
+            "whole number"
+        },
     ),
     (
         "unknown id with a size in its name is estimated and says so",

@@ -27,6 +27,7 @@ def cluster(
     *,
     ready: bool = True,
     vllm: bool = True,
+    lws: bool = False,
 ) -> dict[str, Any]:
     """An InferenceCluster as Crossplane returns it: labelled team=a, with status."""
     c = copy.deepcopy(AWS)
@@ -38,6 +39,7 @@ def cluster(
     st["gpu"].pop("allocatable", None)
     st["gpu"].pop("instanceType", None)
     st["apps"]["vllm"] = vllm
+    st["apps"]["lws"] = lws
     st["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     st["providerConfigName"] = name
     st["modelsProviderConfig"] = {"name": name, "scoped": False}
@@ -153,6 +155,14 @@ CASES: list[tuple[str, dict, list, list, str | None, dict[str, str]]] = [
         [],
         None,
         {"l4s": "4 x l4", "a100s": "8 x a100-40gb"},
+    ),
+    (
+        "larger than a node: only where LeaderWorkerSet spans nodes",
+        {"model": "moonshotai/Kimi-K2-Instruct"},
+        [cluster("one-node", "h200", 8, 2), cluster("spans", "h200", 8, 2, lws=True)],
+        [],
+        "spans",
+        {"one-node": "8 x h200 (139.81 GiB) per node: moonshotai/Kimi-K2-Instruct needs about"},
     ),
     (
         "no cluster matches",

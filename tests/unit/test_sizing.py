@@ -303,8 +303,8 @@ CHOICE_ERRORS = [
         H200,
         "moonshotai/Kimi-K2-Instruct needs about 1034 GiB of GPU memory, more than a node "
         "offers: 8 x 139.81 GiB GPUs at 0.9 utilisation offer 1007 GiB; 8 GPUs with at least "
-        "144 GiB each would do (larger than an H200: the model needs multi-node serving, which "
-        "is not supported)",
+        "144 GiB each would do (larger than an H200: the model needs more than one node, an "
+        "InferenceCluster with apps.lws)",
     ),
     (
         "qwen-14b-on-one-l4",
@@ -394,15 +394,17 @@ GPU_ERRORS = [
         "above-per-node",
         "moonshotai/Kimi-K2.5",
         16,
-        f"{GPU_FIELD}: 16 is more than the 8 GPUs a node has; a model runs in one pod on one node, "
-        "so use at most 8 (one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
+        f"{GPU_FIELD}: 16 is more than the 8 GPUs a node has and this target serves a replica on "
+        "one node (an InferenceCluster with apps.lws spans nodes), so use at most 8 (one of 1, "
+        "2, 4, 8 for moonshotai/Kimi-K2.5)",
     ),
     (
         "huge",
         "moonshotai/Kimi-K2.5",
         10**30,
-        f"{GPU_FIELD}: {10**30} is more than the 8 GPUs a node has; a model runs in one pod on one "
-        "node, so use at most 8 (one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
+        f"{GPU_FIELD}: {10**30} is more than the 8 GPUs a node has and this target serves a "
+        "replica on one node (an InferenceCluster with apps.lws spans nodes), so use at most 8 "
+        "(one of 1, 2, 4, 8 for moonshotai/Kimi-K2.5)",
     ),
     (
         "bool",

@@ -83,8 +83,10 @@ def test_kimi_k2_fp8_needs_more_than_one_h200_node() -> None:
     f = facts("moonshotai/Kimi-K2-Instruct")
     plan = sizing.plan(f, 8, shape("h200"))
     assert plan.fits is False and plan.max_model_len == 0
-    with pytest.raises(sizing.SizingError, match="multi-node serving"):
+    with pytest.raises(sizing.SizingError, match="needs more than one node"):
         sizing.choose_gpus(f, shape("h200"))
+    two = sizing.plan(f, None, shape("h200"), None, 2)
+    assert (two.tensor_parallel_size, two.nodes) == (8, 2) and two.fits, "two nodes hold it"
 
 
 def test_one_gpu_table_as_cuda_reports_it() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from function.limits import MAX_GPUS
+from function.limits import MAX_GPUS_MULTI_NODE
 from function.spec import EngineOverrides, SecretRef, SpecError, parse
 
 
@@ -88,8 +88,13 @@ BAD = [
     ("model without org", xr(model="gpt2"), "spec.parameters.model", "org/name"),
     ("model not a string", xr(model=42), "spec.parameters.model", "org/name"),
     ("model part too long", xr(model="a/" + "b" * 97), "spec.parameters.model", "org/name"),
-    ("gpu zero", xr(model="a/b", gpu=0), "spec.parameters.gpu", f"1 to {MAX_GPUS}"),
-    ("gpu too many", xr(model="a/b", gpu=MAX_GPUS + 1), "spec.parameters.gpu", f"1 to {MAX_GPUS}"),
+    ("gpu zero", xr(model="a/b", gpu=0), "spec.parameters.gpu", f"1 to {MAX_GPUS_MULTI_NODE}"),
+    (
+        "gpu too many",
+        xr(model="a/b", gpu=MAX_GPUS_MULTI_NODE + 1),
+        "spec.parameters.gpu",
+        f"1 to {MAX_GPUS_MULTI_NODE}",
+    ),
     ("gpu fractional", xr(model="a/b", gpu=1.5), "spec.parameters.gpu", "whole number"),
     ("gpu boolean", xr(model="a/b", gpu=True), "spec.parameters.gpu", "whole number"),
     ("gpu string", xr(model="a/b", gpu="2"), "spec.parameters.gpu", "whole number"),

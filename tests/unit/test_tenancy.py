@@ -156,15 +156,18 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
         "ScaledObject": "scaledobjects",
         "Deployment": "deployments",
         "Service": "services",
+        "LeaderWorkerSet": "leaderworkersets",
     }
     state = {**CLUSTER, "status": {**CLUSTER["status"], "apps": {**CLUSTER["status"]["apps"]}}}
     state["status"]["apps"]["keda"] = True
+    state["status"]["apps"]["lws"] = True
     composed = set()
     scaled = {"autoscaling": {"maxReplicas": 2}}
     variants = [
         {"model": "Qwen/Qwen2.5-1.5B-Instruct"},
         {"model": "meta-llama/Llama-3.1-8B-Instruct"},  # gated: the token Secret
         {"model": "Qwen/Qwen2.5-1.5B-Instruct", "engine": {"simulate": True}, **scaled},
+        {"model": "Qwen/Qwen2.5-32B-Instruct"},  # two nodes of 4 L4: a LeaderWorkerSet
     ]
     for params in variants:
         xr = claim(**ON_CLUSTER, ingressHost="q.example.com", **params)

@@ -1,0 +1,214 @@
+"""Models larger than one node: a LeaderWorkerSet group per replica (apps.lws), tensor
+parallel inside each node and a pipeline stage per node, with the same model cache, probes,
+GPU pool and tenancy rules as one node; refused, with what would work, where the cluster
+cannot span nodes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, engine_image, load_yaml, simulator_image
+
+from dot_inference.apiserver import validate_objects
+from function import sizing, vllm_cli
+from function.catalog import lookup
+from function.compose import LWS, LWS_SERVICE, SCALER, Inputs, Outcome, compose
+from function.limits import GPU_TYPES, GpuShape
+from function.peers import REQUIREMENT as PEERS
+
+PAIR = load_yaml(EXAMPLES / "state" / "llm-kimi-k2-multinode.yaml")[0]
+H200 = GpuShape(GPU_TYPES["h200"].memory_gib, 8, "h200", False)
+H100 = GpuShape(GPU_TYPES["h100"].memory_gib, 8, "h100", False)
+
+
+def cluster(*, lws: bool = True, max_nodes: int = 2, keda: bool = False) -> dict[str, Any]:
+    c = copy.deepcopy(PAIR)
+    c["status"]["apps"]["lws"] = lws
+    c["status"]["apps"]["keda"] = keda
+    c["status"]["gpu"]["maxNodes"] = max_nodes
+    if keda:
+        c["status"]["keda"] = {"release": "inference-h200-pair-app-keda"}
+    return c
+
+
+def claim(model: str = "moonshotai/Kimi-K2-Instruct", **params: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+        "metadata": {"name": "k2", "namespace": "a-team"},
+        "spec": {
+            "parameters": {"model": model, "clusterRef": {"name": "inference-h200-pair"}, **params}
+        },
+    }
+
+
+def run(xr: dict, state: dict | None = None, observed: dict | None = None) -> Outcome:
+    return compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            simulator_image=simulator_image(),
+            observed=observed or {},
+            required={"inference-cluster": [state or cluster()], PEERS: [xr]},
+        )
+    )
+
+
+def manifest(out: Outcome, base: str) -> dict[str, Any]:
+    key = next(k for k in out.resources if k.rsplit("-", 1)[0] == base)
+    return out.resources[key]["spec"]["forProvider"]["manifest"]
+
+
+def as_kubelet(args: list[str], index: int) -> list[str]:
+    """The arguments as the kubelet passes them: $(VAR) from the variables LWS sets."""
+    env = {"LWS_WORKER_INDEX": str(index), "LWS_LEADER_ADDRESS": "k2-0.k2.a-team"}
+    out = []
+    for a in args:
+        for k, v in env.items():
+            a = a.replace(f"$({k})", v)
+        out.append(a)
+    return out
+
+
+# (model, GPU, nodes one replica may span) -> (tensor parallel, nodes) the function picks
+TOPOLOGIES = [
+    ("moonshotai/Kimi-K2-Instruct", H200, 2, (8, 2)),  # FP8, 959 GiB of weights
+    ("moonshotai/Kimi-K2-Instruct", H200, 1, None),  # one node: refused
+    ("meta-llama/Llama-3.1-405B-Instruct", H100, 4, (8, 2)),  # BF16
+    ("deepseek-ai/DeepSeek-V3", H100, 4, (8, 2)),
+    ("Qwen/Qwen2.5-72B-Instruct", GpuShape(GPU_TYPES["l4"].memory_gib, 4, "l4", False), 4, (4, 3)),
+    ("Qwen/Qwen2.5-7B-Instruct", H100, 4, (1, 1)),  # fits one GPU: never spans nodes
+    ("BAAI/bge-m3", H100, 4, (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "span", "expected"), TOPOLOGIES)
+def test_the_fewest_nodes_that_hold_the_model(model, gpu, span, expected) -> None:
+    if expected is None:
+        with pytest.raises(sizing.SizingError, match="more than a node offers"):
+            sizing.plan(lookup(model), None, gpu, None, span)
+        return
+    plan = sizing.plan(lookup(model), None, gpu, None, span)
+    assert (plan.tensor_parallel_size, plan.nodes) == expected
+    assert plan.gpus == expected[0] * expected[1]
+    assert plan.fits and plan.max_model_len >= 4096
+    if plan.nodes > 1:
+        # One node fewer would not hold it: the function takes the fewest.
+        fewer = sizing.plan(lookup(model), expected[0] * (expected[1] - 1), gpu, None, span)
+        assert not fewer.fits
+
+
+def test_a_two_node_replica_is_a_leader_worker_set() -> None:
+    out = run(claim())
+    assert out.fatal is None, out.fatal
+    plan = out.status["plan"]
+    assert (plan["gpus"], plan["tensorParallelSize"], plan["pipelineParallelSize"]) == (16, 8, 2)
+    assert plan["topology"] == (
+        "2 nodes x 8 h200: tensor parallel 8 inside each node, pipeline parallel 2 across nodes"
+    )
+    kinds = sorted(
+        o["spec"]["forProvider"]["manifest"]["kind"]
+        for o in out.resources.values()
+        if o["kind"] == "Object"
+    )
+    assert kinds == ["LeaderWorkerSet", "Service"], "no VLLMRuntime, no shared claim, no Job"
+    lws = manifest(out, LWS)
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2 and lws["spec"]["replicas"] == 1
+    assert group["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
+    leader, worker = group["leaderTemplate"], group["workerTemplate"]
+    assert leader["metadata"]["labels"]["app.kubernetes.io/component"] == "engine"
+    assert worker["metadata"]["labels"]["app.kubernetes.io/component"] == "engine-worker", (
+        "the router discovers the leader only"
+    )
+    for template, index in ((leader, 0), (worker, 1)):
+        pod = template["spec"]
+        c = pod["containers"][0]
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert pod["runtimeClassName"] == "nvidia" and pod["enableServiceLinks"] is False
+        assert pod["initContainers"][0]["name"] == "model-fetch"
+        assert {"name": "HF_HUB_OFFLINE", "value": "1"} in c["env"]
+        args = as_kubelet(c["args"], index)
+        assert c["command"] == ["/opt/venv/bin/vllm", "serve"]
+        assert vllm_cli.problems(args[1:]) == [], "vLLM 0.17.1's parser accepts it"
+        i = args.index("--node-rank")
+        assert args[i + 1] == str(index) and args[args.index("--nnodes") + 1] == "2"
+        assert ("--headless" in args) is (index > 0)
+    assert "startupProbe" in leader["spec"]["containers"][0]
+    assert "readinessProbe" not in worker["spec"]["containers"][0], "workers serve no HTTP"
+    claims = group["volumeClaimTemplates"]
+    assert [c["metadata"]["name"] for c in claims] == ["model-cache"]
+    service = manifest(out, LWS_SERVICE)
+    assert service["spec"]["selector"] == {
+        "leaderworkerset.sigs.k8s.io/name": "k2",
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
+    assert service["metadata"]["name"] == "k2-leader", "LWS's own headless Service is `k2`"
+    report = validate_objects(list(out.resources.values()))
+    assert report.ok, report.summary()
+
+
+def test_an_explicit_count_above_a_node() -> None:
+    out = run(claim(gpu=16))
+    assert out.fatal is None, out.fatal
+    assert out.status["plan"]["nodes"] == 2
+    odd = run(claim(gpu=12))
+    assert odd.fatal is not None and odd.fatal.startswith(
+        "spec.parameters.gpu: 12 GPUs span nodes of 8: use whole nodes, 8 x 2 to 8 x 2"
+    ), odd.fatal
+    no_lws = run(claim(gpu=16), cluster(lws=False))
+    assert (
+        no_lws.fatal is not None and "an InferenceCluster with apps.lws spans nodes" in no_lws.fatal
+    )
+
+
+def test_without_lws_a_model_larger_than_a_node_is_refused_with_what_would_work() -> None:
+    out = run(claim(), cluster(lws=False))
+    assert out.fatal is not None and out.fatal.startswith(
+        "spec.parameters.model: moonshotai/Kimi-K2-Instruct needs about"
+    ), out.fatal
+    assert "apps.lws" in out.fatal
+
+
+def test_more_nodes_than_the_pool_is_refused_by_the_budget() -> None:
+    out = run(claim(replicas=2))
+    assert out.fatal is not None and out.fatal.startswith(
+        "spec.parameters.replicas: 2 replica(s) x 16 GPU(s) = 32 GPUs do not fit"
+    ), out.fatal
+
+
+def test_autoscaled_multi_node_replicas_scale_the_leader_worker_set() -> None:
+    out = run(claim(autoscaling={"maxReplicas": 1}), cluster(keda=True))
+    assert out.fatal is None, out.fatal
+    assert "replicas" not in manifest(out, LWS)["spec"], "KEDA owns the count"
+    scaled = manifest(out, SCALER)
+    assert scaled["spec"]["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": "k2",
+    }
+    url = scaled["spec"]["triggers"][0]["metadata"]["url"]
+    assert url.startswith("http://k2-leader.a-team.svc"), "the leaders' metrics"
+
+
+def test_serving_when_the_group_is_ready() -> None:
+    xr = claim()
+    first = run(xr)
+    key = next(k for k in first.resources if k.startswith(LWS))
+    live = {"status": {"readyReplicas": 1, "replicas": 1}}
+    observed = {
+        key: {
+            "status": {
+                "atProvider": {"manifest": live},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }
+        }
+    }
+    out = run(xr, observed=observed)
+    serving = next(c for c in out.conditions if c.type == "Serving")
+    assert (serving.status, serving.reason) == ("True", "Available")
+    assert out.ready[key] is True
+    assert out.status["replicas"]["ready"] == 1
