@@ -470,6 +470,11 @@ def _summary(xr: dict, result: Any) -> str:
             else f"an assumed {plan.get('gpuMemoryGiB')} GiB GPU"
         )
         parts.append(f"{plan.get('model')} on {plan.get('gpus')} x {gpu}")
+        if (plan.get("nodes") or 1) > 1:
+            parts.append(
+                f"{plan['nodes']} nodes (tensor parallel {plan.get('tensorParallelSize')}, "
+                f"pipeline parallel {plan.get('pipelineParallelSize')})"
+            )
         if plan.get("maxModelLen"):
             parts.append(f"context {plan['maxModelLen']}")
         parts.append("fits" if plan.get("fits") else "does NOT fit")

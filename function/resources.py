@@ -848,6 +848,9 @@ def leader_worker_set(
         for var, ref in secret_env
     ]
     engine_env = [
+        # The address the other nodes reach this pod's vLLM at (its own guess is the
+        # interface routing to 8.8.8.8: vllm/utils/network_utils.py get_ip).
+        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         *({"name": k, "value": v} for k, v in CACHE_ENV),
         *({"name": k, "value": v} for k, v in env),
         *(s for s in secrets if s["name"] != "HF_TOKEN"),
