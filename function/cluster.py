@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.limits import ASSUMED_GPU, GpuShape
+from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
 from function.spec import LLMSpec, SpecError
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
@@ -58,7 +58,9 @@ class Target:
     @property
     def span(self) -> int:
         """Nodes one replica may span here."""
-        return self.max_nodes if self.lws and self.max_nodes else 1
+        if not self.lws or not self.max_nodes:
+            return 1
+        return min(self.max_nodes, MAX_NODES_PER_REPLICA)
 
     # The namespace its vLLM router discovers engines in, and where the router is reached
     # (status.vllm.namespace, status.endpoint).

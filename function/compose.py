@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -336,18 +337,25 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
     params = dig(inputs.xr, "spec", "parameters") or {}
     fingerprint = placement.claim_hash(params)
     before = dig(inputs.xr, "status", "placement") or {}
-    current = before.get("cluster") if before.get("claimHash") == fingerprint else None
+    current = before.get("cluster") if isinstance(before.get("cluster"), str) else None
     facts, _ = _facts(spec, inputs, Outcome())  # the plan's own call reports on the facts
     engine = _engine_settings(spec)
     candidates = []
     for cluster in sorted(found, key=lambda c: str(dig(c, "metadata", "name"))):
         name = str(dig(cluster, "metadata", "name"))
-        as_ref = dataclasses.replace(spec, cluster_ref=name, cluster_selector=None)
+        as_ref = dataclasses.replace(spec, cluster_ref=name)
         problem, target = _candidate(as_ref, cluster)
         if target is None:
             candidates.append(placement.Candidate(name, problem=problem))
             continue
         others = peers.on_cluster(everyone, name, spec.name)
+        try:
+            # What would refuse the model there: where it may deploy, names taken behind
+            # that cluster's router.
+            _check_tenancy(as_ref, target)
+            _check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
+        except SpecError as e:
+            problem = e.message.split(": ", 1)[1] if e.message.startswith(P) else e.message
         held = sum(h.gpus for h in _holders(as_ref, target, others, created))
         g = target.gpu
         candidates.append(
@@ -816,7 +824,7 @@ def _serving(
 ) -> bool:
     """Whether the engine serves; `current` is False while the runtime waits for the model
     download (none yet, or the previous model's kept)."""
-    kind = _ENGINE_KINDS[key]
+    kind = _ENGINE_KINDS[LWS if key.startswith(LWS) else key]
     simulated = key == SIMULATOR
     observed = inputs.observed.get(key + target.suffix)
     remote = target.provider_config is not None
@@ -1436,11 +1444,23 @@ def _build_multinode(
     secrets = _secrets(spec, facts, target, name, inputs, out)
     cache, _ = _cache_plan(spec, target, facts, plan, inputs)
     class_name = spec.storage.class_name or target.storage_class
+    # The group's name: short (its pods' StatefulSets add suffixes and hash labels), never
+    # the claim's (the operator's Service of a one-node runtime has that one), and new when
+    # the model cache changes (a StatefulSet's volumeClaimTemplates cannot), so Crossplane
+    # replaces the group instead of retrying an update the API server refuses.
+    cache_size = storage.quantity(cache.size_gib)
+    digest = hashlib.sha256(f"{cache_size}/{class_name}".encode()).hexdigest()[:6]
+    group = f"{resources.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
+    api_key = secrets.api_key
+    if spec.api_key_secret is not None and api_key is None:
+        # Not copied yet: point at the copy anyway, so the pods wait for it (fail closed)
+        # instead of serving without a key.
+        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
     # Weights come from the model cache: the engine stays offline.
     env = [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
     secret_env = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
-    if secrets.api_key:
-        secret_env.append(("VLLM_API_KEY", secrets.api_key))  # read by vLLM: envs.VLLM_API_KEY
+    if api_key:
+        secret_env.append(("VLLM_API_KEY", api_key))  # read by vLLM: envs.VLLM_API_KEY
     max_len = _max_model_len(spec, plan, out)
     args = resources.vllm_serve_args(
         model=spec.model,
@@ -1457,9 +1477,10 @@ def _build_multinode(
     _place(
         spec,
         target,
-        LWS,
+        f"{LWS}-{digest}",
         resources.leader_worker_set(
-            name=name,
+            name=group,
+            labels_of=name,
             namespace=target.namespace,
             model=spec.model,
             image=image,
@@ -1471,7 +1492,7 @@ def _build_multinode(
             cpu=plan.cpu,
             memory=plan.memory,
             shm_size=plan.shm_size,
-            cache_size=storage.quantity(cache.size_gib),
+            cache_size=cache_size,
             cache_class=class_name,
             fetch_args=[spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
             fetch_requests={
@@ -1483,10 +1504,11 @@ def _build_multinode(
             tolerations=target.tolerations or None,
             runtime_class=target.runtime_class,
             replicas=None if count.autoscaled else count.low,
-            startup_budget_s=cache.download_deadline_s + 2 * cache.start_s,
+            # The init container has downloaded before the probes start: loading remains.
+            startup_budget_s=max(600, 2 * cache.start_s),
         ),
         out,
-        suffix="lws",
+        suffix=f"lws-{digest}",
         readiness_cel=resources.LWS_READY_CEL,
         watch=True,
     )
@@ -1495,13 +1517,13 @@ def _build_multinode(
         target,
         LWS_SERVICE,
         resources.leader_service(
-            name=service, lws=name, namespace=target.namespace, model=spec.model
+            name=service, lws=group, namespace=target.namespace, model=spec.model
         ),
         out,
         suffix="leader-service",
     )
     if count.autoscaled:
-        lws_target = {"apiVersion": resources.LWS_API, "kind": "LeaderWorkerSet", "name": name}
+        lws_target = {"apiVersion": resources.LWS_API, "kind": "LeaderWorkerSet", "name": group}
         _scaler(spec, target, name, count, lws_target, out, service=service)
     _ingress(spec, target, name, out, service=service)
     _cluster_usage(spec, target, inputs, out)
@@ -1513,12 +1535,12 @@ def _build_multinode(
             "True",
             "PerPod",
             f"each of the {plan.nodes} pods of a replica downloads {spec.model} into its own "
-            f"claim ({storage.quantity(cache.size_gib)}) before vLLM starts on it",
+            f"claim ({cache_size}) before vLLM starts on it",
         )
     )
     return Engine(
-        name=name,
-        key=LWS,
+        name=group,
+        key=f"{LWS}-{digest}",
         command=["vllm", "serve", *args],
         image=image,
         max_model_len=max_len,
@@ -1877,7 +1899,7 @@ def _peer_gpus(peer: peers.Peer, target: Target) -> int:
     if facts is None:
         return 1
     try:
-        return sizing.plan(facts, None, target.gpu, sizing.EngineSettings()).gpus
+        return sizing.plan(facts, None, target.gpu, sizing.EngineSettings(), target.span).gpus
     except sizing.SizingError:
         return 0
 

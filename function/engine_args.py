@@ -27,12 +27,20 @@ ALIASES = {
     "-pp": "--pipeline-parallel-size",
     "-dp": "--data-parallel-size",
     "-dpl": "--data-parallel-size-local",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
 }
 
 _SINGLE_NODE = (
     f"{P}.gpu",
-    "one replica runs on one node, its GPUs split by tensor parallelism "
-    f"({P}.gpu GPUs); pipeline and data parallelism are not offered",
+    f"the function splits a replica's {P}.gpu GPUs: tensor parallel inside a node, a pipeline "
+    "stage per node when it spans several (a cluster with apps.lws); data parallelism is "
+    "not offered",
+)
+# The multi-node wiring (function/resources.py vllm_serve_args): nodes, ranks, the leader.
+_NODES = (
+    None,
+    "the function wires the nodes of a multi-node replica (LeaderWorkerSet) itself",
 )
 
 # flag -> (the claim's field that owns it, or None when nothing in the claim does; why)
@@ -41,6 +49,16 @@ OWNED: dict[str, tuple[str | None, str]] = {
     "--pipeline-parallel-size": _SINGLE_NODE,
     "--data-parallel-size": _SINGLE_NODE,
     "--data-parallel-size-local": _SINGLE_NODE,
+    "--nnodes": _NODES,
+    "--node-rank": _NODES,
+    "--master-addr": _NODES,
+    "--master-port": _NODES,
+    "--headless": _NODES,
+    "--distributed-executor-backend": _NODES,
+    "--data-parallel-address": _NODES,
+    "--data-parallel-rpc-port": _NODES,
+    "--data-parallel-rank": _NODES,
+    "--data-parallel-start-rank": _NODES,
     "--port": (None, "the production-stack operator serves on port 8000 behind its Service"),
     "--host": (None, "the production-stack operator binds 0.0.0.0 so its Service reaches it"),
     "--served-model-name": (f"{P}.model", "the model is served under its Hugging Face id"),

@@ -11,10 +11,11 @@ as the GPU budget counts them). Among candidates the rule is stated and determin
 3. then the cluster's name.
 
 Placement is sticky: once placed (status.placement.cluster), a model stays on its cluster
-until that cluster goes away (no longer matches the selector, or is deleted) or the claim
-changes what placement depends on (status.placement.claimHash); a better cluster appearing
-later moves nothing. `status.placement` lists every matching cluster with the reason it was
-or was not chosen.
+until that cluster goes away (no longer matches the selector) or can no longer run it (the
+claim changed so that it does not fit there, the cluster lost vLLM or its GPUs); a better
+cluster appearing later, a moment not Ready, or an edit it still fits moves nothing. Where
+no other cluster can take it, it stays and says why. `status.placement` lists every
+matching cluster with the reason it was or was not chosen.
 """
 
 from __future__ import annotations
@@ -87,15 +88,9 @@ def place(
     GPUs per replica and at least `replicas` replicas; `current` is where it runs now (kept
     while it still matches); `held` overrides each candidate's `held` (a fleet being
     filled). `explain` says why for each candidate."""
-    if current is not None and any(c.name == current for c in candidates):
-        return Decision(
-            current,
-            "placed here before; a model moves only when its cluster goes away or the claim "
-            "changes",
-            replicas,
-            current,
-            kept=True,
-        )
+    here = next((c for c in candidates if c.name == current), None)
+    if here is not None and _usable(here, size, replicas, held):
+        return Decision(current, STAY, replicas, current, kept=True)
     best: tuple[float, int, str] | None = None
     for c in candidates:
         if c.problem:
@@ -112,8 +107,21 @@ def place(
             key = (c.memory_gib, 0, c.name)
         if best is None or key < best:
             best = key
-    lost = f"{current} no longer matches the selector" if current else ""
+    if here is not None:
+        lost = f"{current} can no longer run it"
+    else:
+        lost = f"{current} no longer matches the selector" if current else ""
     if best is None:
+        if here is not None:
+            # Nowhere better to go: it stays, and the reason says what is wrong there.
+            return Decision(
+                current,
+                f"{lost} ({here.problem or 'too little room'}) and no other matching cluster "
+                "can; it stays",
+                replicas,
+                current,
+                kept=True,
+            )
         what = "no matching cluster can run it" if candidates else "no cluster matches"
         return Decision(None, f"{lost}; {what}" if lost else what, replicas, current)
     chosen = best[2]
@@ -169,6 +177,21 @@ def explain(
                 Verdict(c.name, False, f"fits, but {chosen} comes first ({RULE})", gpus, free)
             )
     return tuple(sorted(out, key=_order))
+
+
+STAY = "placed here before; a model moves only when its cluster goes away or can no longer run it"
+
+
+def _usable(c: Candidate, size: Sizer, replicas: int, held: Mapping[str, int] | None) -> bool:
+    """Whether the cluster a model runs on can still run it (a moment not Ready counts)."""
+    if c.problem and c.problem != "not Ready":
+        return False
+    gpus = size(c.gpu_type, c.memory_gib, c.per_node, c.span)
+    if gpus is None:
+        return False
+    if c.pool is None:
+        return True
+    return gpus * replicas <= c.pool - (held[c.name] if held is not None else c.held)
 
 
 def _free(c: Candidate) -> int | None:

@@ -818,6 +818,7 @@ def _lws_pod(
 def leader_worker_set(
     *,
     name: str,
+    labels_of: str,
     namespace: str,
     model: str,
     image: str,
@@ -881,9 +882,10 @@ def leader_worker_set(
         "runtime_class": runtime_class,
         "startup_failures": max(3, -(-startup_budget_s // 20)),
     }
-    # The router discovers the leader only (it serves the API); workers are headless.
-    leader_labels = labels(name)
-    worker_labels = labels(name) | {"app.kubernetes.io/component": "engine-worker"}
+    # The router discovers the leader only (it serves the API); workers are headless. The
+    # labels are the model's (`labels_of`, its claim), as a one-node engine's are.
+    leader_labels = labels(labels_of)
+    worker_labels = labels(labels_of) | {"app.kubernetes.io/component": "engine-worker"}
     claim: dict[str, Any] = {
         "metadata": {"name": "model-cache"},
         "spec": {
@@ -902,6 +904,11 @@ def leader_worker_set(
             # A pod lost restarts the group: vLLM cannot rejoin a running one.
             "restartPolicy": "RecreateGroupOnPodRestart",
             "volumeClaimTemplates": [claim],
+            # A cache as large as the model per pod: gone with the group, not left behind.
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Delete",
+                "whenScaled": "Delete",
+            },
             "leaderTemplate": {
                 "metadata": {"labels": leader_labels, "annotations": {MODEL_ANNOTATION: model}},
                 "spec": _lws_pod(name=name, role="leader", **common),
@@ -915,7 +922,7 @@ def leader_worker_set(
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
-        "metadata": _metadata(name, namespace, model),
+        "metadata": _metadata(labels_of, namespace, model) | {"name": name},
         "spec": spec,
     }
 

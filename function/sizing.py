@@ -296,9 +296,12 @@ class _Memory:
     allocator: Allocator
     batched: int
     seqs: int
-    # Pipeline stages (nodes): each GPU holds 1/pipeline of the layers, so of the weights and
-    # of every token's KV cache.
+    # Pipeline stages (nodes), and the share of the layers the largest stage holds: vLLM
+    # splits L layers into stages of ceil(L / pp) or fewer (vllm/distributed/utils.py
+    # get_pp_indices), so that stage holds that share of the weights and of every token's
+    # KV cache.
     pipeline: int = 1
+    stage_share: float = 1.0
 
     @property
     def kv_budget(self) -> float:
@@ -329,6 +332,13 @@ def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> fl
     return peak / GIB
 
 
+def _stage_share(facts: ModelFacts, pipeline: int) -> float:
+    """The share of the model's layers its largest pipeline stage holds."""
+    if pipeline <= 1 or not facts.layers:
+        return 1.0
+    return math.ceil(facts.layers / pipeline) / facts.layers
+
+
 def _memory(
     facts: ModelFacts,
     gpus: int,
@@ -341,8 +351,9 @@ def _memory(
     return _Memory(
         gpus=gpus,
         pipeline=pipeline,
+        stage_share=_stage_share(facts, pipeline),
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
-        weights=facts.weights_gib / (gpus * pipeline),
+        weights=facts.weights_gib * _stage_share(facts, pipeline) / gpus,
         activation=_activation_gib(facts, gpus, batched, seqs),
         non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
         allocator=_allocator(facts, gpus, engine, batched),
@@ -353,7 +364,9 @@ def _memory(
 
 def _kv_gib(facts: ModelFacts, memory: _Memory, tokens: int) -> float:
     """KV memory one request of `tokens` takes on one GPU (its pipeline stage's layers)."""
-    return kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB / memory.pipeline
+    return (
+        kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB * memory.stage_share
+    )
 
 
 def _required_gib(
@@ -545,7 +558,7 @@ def _max_model_len(facts: ModelFacts, memory: _Memory) -> int:
         memory.allocator,
         # A stage holds 1/pipeline of every token: the whole model's tokens fit `pipeline`
         # times this GPU's budget.
-        memory.kv_usable * GIB * memory.pipeline,
+        memory.kv_usable * GIB / memory.stage_share,
         facts.context_length,
         MAX_MODEL_LEN_MULTIPLE,
     )
@@ -587,13 +600,21 @@ def _checked_topology(
     if not _is_count(gpus) or gpus <= gpu.per_node or max_nodes < 2:
         return _checked_gpus(facts, gpus, gpu, max_nodes), 1
     nodes, rest = divmod(gpus, gpu.per_node)
-    if rest or nodes > max_nodes:
+    whole = ", ".join(str(gpu.per_node * n) for n in range(2, max_nodes + 1))
+    if rest:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} GPUs span nodes of {gpu.per_node}: use whole nodes, "
-            f"{gpu.per_node} x 2 to {gpu.per_node} x {max_nodes} (one replica spans at most "
-            f"{max_nodes} nodes here)",
+            f"{GPU_FIELD}: {gpus} GPUs span nodes of {gpu.per_node}: use whole nodes ({whole}) "
+            f"or at most {gpu.per_node}",
+        )
+    if nodes > max_nodes:
+        raise SizingError(
+            GPU_FIELD,
+            gpus,
+            f"{GPU_FIELD}: {gpus} GPUs are {nodes} nodes of {gpu.per_node}, more than the "
+            f"{max_nodes} one replica may span here (gpu.maxNodes of the cluster); use "
+            f"at most {gpu.per_node * max_nodes}",
         )
     problem = _split_problem(facts, gpu.per_node)
     if problem:
@@ -693,7 +714,9 @@ def plan(
         activation_gib=round(memory.activation, 2),
         non_torch_gib=memory.non_torch,
         kv_safety_gib=round(memory.safety, 2),
-        kv_bytes_per_token=kv_cache.bytes_per_token(facts.kv_layers, memory.allocator),
+        kv_bytes_per_token=round(
+            kv_cache.bytes_per_token(facts.kv_layers, memory.allocator) * memory.stage_share
+        ),
         context_auto=not facts.context_known,
     )
 

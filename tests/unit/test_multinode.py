@@ -57,7 +57,7 @@ def run(xr: dict, state: dict | None = None, observed: dict | None = None) -> Ou
 
 
 def manifest(out: Outcome, base: str) -> dict[str, Any]:
-    key = next(k for k in out.resources if k.rsplit("-", 1)[0] == base)
+    key = next(k for k in out.resources if k.startswith(f"{base}-"))
     return out.resources[key]["spec"]["forProvider"]["manifest"]
 
 
@@ -115,8 +115,16 @@ def test_a_two_node_replica_is_a_leader_worker_set() -> None:
     )
     assert kinds == ["LeaderWorkerSet", "Service"], "no VLLMRuntime, no shared claim, no Job"
     lws = manifest(out, LWS)
+    name = lws["metadata"]["name"]
+    assert name.startswith("k2-") and name != "k2" and len(name) <= 45, (
+        "short, and never the claim's name (the operator's Service of a one-node engine)"
+    )
     group = lws["spec"]["leaderWorkerTemplate"]
     assert group["size"] == 2 and lws["spec"]["replicas"] == 1
+    assert group["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Delete",
+        "whenScaled": "Delete",
+    }
     assert group["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert lws["spec"]["startupPolicy"] == "LeaderCreated"
     leader, worker = group["leaderTemplate"], group["workerTemplate"]
@@ -143,10 +151,10 @@ def test_a_two_node_replica_is_a_leader_worker_set() -> None:
     assert [c["metadata"]["name"] for c in claims] == ["model-cache"]
     service = manifest(out, LWS_SERVICE)
     assert service["spec"]["selector"] == {
-        "leaderworkerset.sigs.k8s.io/name": "k2",
+        "leaderworkerset.sigs.k8s.io/name": name,
         "leaderworkerset.sigs.k8s.io/worker-index": "0",
     }
-    assert service["metadata"]["name"] == "k2-leader", "LWS's own headless Service is `k2`"
+    assert service["metadata"]["name"] == "k2-leader"
     report = validate_objects(list(out.resources.values()))
     assert report.ok, report.summary()
 
@@ -156,9 +164,13 @@ def test_an_explicit_count_above_a_node() -> None:
     assert out.fatal is None, out.fatal
     assert out.status["plan"]["nodes"] == 2
     odd = run(claim(gpu=12))
-    assert odd.fatal is not None and odd.fatal.startswith(
-        "spec.parameters.gpu: 12 GPUs span nodes of 8: use whole nodes, 8 x 2 to 8 x 2"
+    assert odd.fatal == (
+        "spec.parameters.gpu: 12 GPUs span nodes of 8: use whole nodes (16) or at most 8"
     ), odd.fatal
+    many = run(claim(gpu=32))
+    assert many.fatal is not None and many.fatal.startswith(
+        "spec.parameters.gpu: 32 GPUs are 4 nodes of 8, more than the 2 one replica may span"
+    ), many.fatal
     no_lws = run(claim(gpu=16), cluster(lws=False))
     assert (
         no_lws.fatal is not None and "an InferenceCluster with apps.lws spans nodes" in no_lws.fatal
@@ -188,7 +200,7 @@ def test_autoscaled_multi_node_replicas_scale_the_leader_worker_set() -> None:
     assert scaled["spec"]["scaleTargetRef"] == {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "name": "k2",
+        "name": manifest(out, LWS)["metadata"]["name"],
     }
     url = scaled["spec"]["triggers"][0]["metadata"]["url"]
     assert url.startswith("http://k2-leader.a-team.svc"), "the leaders' metrics"
@@ -212,3 +224,60 @@ def test_serving_when_the_group_is_ready() -> None:
     assert (serving.status, serving.reason) == ("True", "Available")
     assert out.ready[key] is True
     assert out.status["replicas"]["ready"] == 1
+
+
+def test_a_new_model_cache_is_a_new_group() -> None:
+    """A StatefulSet's volumeClaimTemplates never change: a cache of another size is a new
+    LeaderWorkerSet (a new key: Crossplane deletes the old group), not a refused update."""
+    first = run(claim())
+    bigger = run(claim(storage={"size": "2Ti"}))
+    key = next(k for k in first.resources if k.startswith(f"{LWS}-"))
+    other = next(k for k in bigger.resources if k.startswith(f"{LWS}-"))
+    assert key != other
+    assert manifest(first, LWS)["metadata"]["name"] != manifest(bigger, LWS)["metadata"]["name"]
+
+
+def test_the_api_key_is_never_missing_from_a_group() -> None:
+    """Before the key's Secret is copied to the cluster, the pods already name the copy: they
+    wait for it instead of serving without a key."""
+    out = run(claim(apiKeySecretRef={"name": "key"}))
+    assert out.fatal is None, out.fatal
+    for role in ("leaderTemplate", "workerTemplate"):
+        env = manifest(out, LWS)["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0][
+            "env"
+        ]
+        key = next(e for e in env if e["name"] == "VLLM_API_KEY")
+        assert key["valueFrom"]["secretKeyRef"] == {"name": "k2-api-key", "key": "api-key"}
+        assert "--api-key" not in str(env), "never in an argument"
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--headless",
+        "--distributed-executor-backend",
+        "--data-parallel-address",
+    ],
+)
+def test_the_multi_node_wiring_is_not_the_claims_to_change(flag: str) -> None:
+    out = run(claim(engine={"extraArgs": [flag, "1"]}))
+    assert out.fatal is not None and "is not yours to set" in out.fatal, out.fatal
+
+
+def test_a_replica_spans_at_most_the_limit_of_nodes() -> None:
+    """A pool of many nodes still lets one replica span at most gpusPerReplica.maxNodes."""
+    from function.cluster import from_cluster
+    from function.limits import MAX_NODES_PER_REPLICA
+    from function.spec import parse
+
+    big = from_cluster(parse(claim()), cluster(max_nodes=20))
+    assert big.span == MAX_NODES_PER_REPLICA
+    assert from_cluster(parse(claim()), cluster(lws=False, max_nodes=20)).span == 1
+    llama = lookup("meta-llama/Llama-3.1-405B-Instruct")
+    l4 = GpuShape(GPU_TYPES["l4"].memory_gib, 1, "l4", False)
+    with pytest.raises(sizing.SizingError, match="more than the 8 nodes one replica may span"):
+        sizing.plan(llama, None, l4, None, big.span)

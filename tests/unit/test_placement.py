@@ -276,3 +276,39 @@ def test_the_claim_hash_follows_what_placement_depends_on() -> None:
     assert placement.claim_hash(base) == placement.claim_hash(same)
     for change in ({"model": "a/c"}, {"gpu": 2}, {"replicas": 2}, {"engine": {"simulate": True}}):
         assert placement.claim_hash({**base, **change}) != placement.claim_hash(base), change
+
+
+def test_a_model_moves_when_its_cluster_can_no_longer_run_it_and_stays_when_none_can() -> None:
+    clusters = [cluster("l4s", "l4"), cluster("spare", "l4", max_nodes=1)]
+    xr = claim()
+    xr["status"] = {"placement": run(xr, clusters).placement}
+    assert xr["status"]["placement"]["cluster"] == "l4s"
+    # A harmless edit (more replicas that still fit): it stays.
+    more = copy.deepcopy(xr)
+    more["spec"]["parameters"]["replicas"] = 2
+    assert chosen(run(more, clusters)) == "l4s"
+    # Its cluster turns vLLM off: it moves to one that can run it.
+    gone = [cluster("l4s", "l4", vllm=False), clusters[1]]
+    moved = run(xr, gone)
+    assert chosen(moved) == "spare"
+    assert moved.placement["reason"].endswith("(l4s can no longer run it)")
+    # No other can either: it stays where it is and says why.
+    stuck = run(xr, [cluster("l4s", "l4", vllm=False)])
+    assert chosen(stuck) == "l4s"
+    assert "l4s can no longer run it" in stuck.placement["reason"]
+    assert stuck.placement["reason"].endswith("and no other matching cluster can; it stays")
+
+
+def test_placement_skips_clusters_that_would_refuse_the_claim() -> None:
+    """A cluster where its targetNamespace is not allowed, or whose router already serves one
+    of its names, is no candidate (placement would otherwise choose it and then refuse)."""
+    clusters = [cluster("aaa", "l4"), cluster("bbb", "l4")]
+    clusters[1]["status"]["tenancy"]["allowedNamespaces"].append("team-b")
+    out = run(claim(targetNamespace="team-b"), clusters)
+    assert chosen(out) == "bbb", out.placement
+    assert "may not deploy into team-b" in verdicts(out)["aaa"]
+    taken = running("first", "aaa", 1, 1)
+    taken["spec"]["parameters"]["aliases"] = ["chat"]
+    out = run(claim(aliases=["chat"]), [cluster("aaa", "l4"), cluster("zzz", "l4")], [taken])
+    assert chosen(out) == "zzz"
+    assert "already serves chat" in verdicts(out)["aaa"]
