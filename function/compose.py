@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -341,6 +342,7 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
     facts, _ = _facts(spec, inputs, Outcome())  # the plan's own call reports on the facts
     engine = _engine_settings(spec)
     candidates = []
+    grouped = peers.by_cluster(everyone, spec.name)
     for cluster in sorted(found, key=lambda c: str(dig(c, "metadata", "name"))):
         name = str(dig(cluster, "metadata", "name"))
         as_ref = dataclasses.replace(spec, cluster_ref=name)
@@ -348,7 +350,7 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
         if target is None:
             candidates.append(placement.Candidate(name, problem=problem))
             continue
-        others = peers.on_cluster(everyone, name, spec.name)
+        others = grouped.get(name, [])
         try:
             # What would refuse the model there: where it may deploy, names taken behind
             # that cluster's router.
@@ -1895,11 +1897,16 @@ def _peer_gpus(peer: peers.Peer, target: Target) -> int:
     moment, e.g. two entries of a cluster's models): planned here as its own function
     will plan it from the catalog or its name; none when that plan fails (its function
     refuses it, so it runs nothing), one when nothing here knows the model (the Hub may)."""
-    facts = catalog.resolve(peer.model)
+    return _planned_gpus(peer.model, target.gpu, target.span)
+
+
+@functools.lru_cache(maxsize=4096)
+def _planned_gpus(model: str, gpu: GpuShape, span: int) -> int:
+    facts = catalog.resolve(model)
     if facts is None:
         return 1
     try:
-        return sizing.plan(facts, None, target.gpu, sizing.EngineSettings(), target.span).gpus
+        return sizing.plan(facts, None, gpu, sizing.EngineSettings(), span).gpus
     except sizing.SizingError:
         return 0
 

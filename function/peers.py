@@ -93,18 +93,27 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
 def on_cluster(found: list[dict[str, Any]], cluster: str, me: str) -> list[Peer]:
     """The LLMInferences in `found` that run on InferenceCluster `cluster`, except `me` and
     those being deleted, in first-come order."""
-    out = []
+    return by_cluster(found, me).get(cluster, [])
+
+
+def by_cluster(found: list[dict[str, Any]], me: str) -> dict[str, list[Peer]]:
+    """Every LLMInference in `found` but `me` and those being deleted, by the cluster it
+    runs on, each list in first-come order (read once for all of a selector's clusters)."""
+    out: dict[str, list[Peer]] = {}
     for xr in found:
         if not isinstance(xr, dict) or dig(xr, "metadata", "name") == me:
             continue
         if dig(xr, "metadata", "deletionTimestamp"):
             continue
-        if cluster_of(xr) != cluster:
+        cluster = cluster_of(xr)
+        if cluster is None:
             continue
         peer = _peer(xr)
         if peer is not None:
-            out.append(peer)
-    return sorted(out, key=lambda p: (p.created or "~", p.name))
+            out.setdefault(cluster, []).append(peer)
+    for peers in out.values():
+        peers.sort(key=lambda p: (p.created or "~", p.name))
+    return out
 
 
 def published_names(xr: dict[str, Any]) -> tuple[str, ...]:
