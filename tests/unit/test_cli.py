@@ -138,7 +138,6 @@ def test_claims_render_in_parallel_exactly_as_one_by_one(tmp_path: Path) -> None
     (tmp_path / "state").mkdir()
     for name in (
         "cluster-local.yaml",
-        "cluster-existing.yaml",
         "llm-qwen.yaml",
         "llm-embedding.yaml",
         "llm-simulated.yaml",
