@@ -80,6 +80,39 @@ def production_stack_upstream(schemas: Path | None = None) -> dict[str, object]:
     return {"commit": commit, "crds": crds}
 
 
+def _crds_in(folder: Path) -> list[dict]:
+    if not folder.is_dir():
+        raise GenerateError(f"{folder} is missing: upstream CRDs come from ../shared/schemas")
+    return [
+        doc
+        for f in sorted(folder.glob("*.yaml"))
+        for doc in yaml.safe_load_all(f.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+def llmd_upstream(schemas: Path | None = None) -> dict[str, object]:
+    """The CRDs an InferenceCluster with apps.llmd installs, verbatim from the upstream copies
+    in ``<schemas>``: Gateway API (with the release its ``bundle-version`` annotation names,
+    which kcl/ checks against kcl/versions.k), the Inference Extension's InferencePool, and
+    the llm-d router's InferenceObjective and InferenceModelRewrite."""
+    from dot_inference.apiserver import schema_dirs
+
+    root = schemas or schema_dirs()[0]
+    gateway = _crds_in(root / "gateway-api")
+    bundles = {
+        (c.get("metadata") or {})
+        .get("annotations", {})
+        .get("gateway.networking.k8s.io/bundle-version")
+        for c in gateway
+    }
+    return {
+        "gatewayApi": {"version": ",".join(sorted(str(b) for b in bundles)), "crds": gateway},
+        "inferenceExtension": _crds_in(root / "gateway-api-inference-extension"),
+        "router": _crds_in(root / "llm-d-router"),
+    }
+
+
 def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[str, str]:
     """Evaluate kcl/main.k and return {relative path: file text}. `schemas` is the upstream
     schemas folder the operator CRDs come from (default ../shared/schemas)."""
@@ -92,6 +125,7 @@ def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[s
             api.Argument(
                 name="productionStack", value=json.dumps(production_stack_upstream(schemas))
             ),
+            api.Argument(name="llmd", value=json.dumps(llmd_upstream(schemas))),
             api.Argument(name="limits", value=json.dumps(_limits(kcl_dir.parent))),
         ],
     )
@@ -139,6 +173,11 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     ),
     "examples/state/llm-simulated.yaml": ("examples/cluster-local.yaml",),
     "examples/state/llm-kimi-k2-multinode.yaml": ("examples/cluster-multinode.yaml",),
+    "examples/state/llm-llmd.yaml": ("examples/cluster-llmd.yaml",),
+    "examples/state/llm-disaggregated.yaml": (
+        "examples/cluster-llmd.yaml",
+        "examples/llm-llmd.yaml",
+    ),
     "examples/state/llm-placed.yaml": (
         "examples/cluster-aws.yaml",
         "examples/cluster-google.yaml",
@@ -220,7 +259,13 @@ PROGRAM_LIMITS = "kcl/inferencecluster/program/limits.k"
 
 
 def _limits(root: Path) -> dict:
-    return yaml.safe_load((root / "function" / "limits.yaml").read_text())
+    """function/limits.yaml, plus the llm-d scheduling profiles' names from function/llmd.yaml
+    (their one home), the default first, for the XRD's enum."""
+    data = yaml.safe_load((root / "function" / "limits.yaml").read_text())
+    llmd = yaml.safe_load((root / "function" / "llmd.yaml").read_text())
+    default = llmd["default"]
+    data["llmdProfiles"] = [default, *(n for n in llmd["profiles"] if n != default)]
+    return data
 
 
 def program_limits(root: Path = ROOT) -> dict[str, str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
-from function.spec import LLMSpec, SpecError
+from function.spec import LLMSpec, P, SpecError
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -54,6 +54,13 @@ class Target:
     # Whether the cluster runs LeaderWorkerSet (status.apps.lws): a replica may then span
     # up to max_nodes nodes.
     lws: bool = False
+    # The llm-d backend (status.apps.llmd): the Gateway llm-d models attach their HTTPRoutes
+    # to, (namespace, name), and its in-cluster URL (status.llmd); whether the GPU nodes have
+    # an RDMA network, and the resource its device plugin advertises (status.gpu.rdma).
+    llmd_gateway: tuple[str, str] | None = None
+    llmd_endpoint: str | None = None
+    rdma: bool = False
+    rdma_resource: str | None = None
 
     @property
     def span(self) -> int:
@@ -127,13 +134,43 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     apps = dig(status, "apps")
     if not isinstance(apps, dict):
         raise ClusterNotReady(f"{ref} has not published status.apps yet")
-    if apps.get("vllm") is not True:
+    if spec.llmd and apps.get("llmd") is not True:
+        raise SpecError(
+            f"{P}.backend",
+            "llmd",
+            f"{P}.backend: llmd needs llm-d on the cluster, and {ref} does not run it (no "
+            f"Gateway, InferencePool CRD or endpoint picker CRDs): set "
+            f"spec.parameters.apps.llmd.enabled: true on {ref}, or use {P}.backend: "
+            "productionStack",
+        )
+    if not spec.llmd and apps.get("vllm") is not True:
         raise SpecError(
             field_,
             spec.cluster_ref,
             f"{ref} does not run the vLLM Production Stack, so nothing would reconcile the "
-            f"model's VLLMRuntime: set spec.parameters.apps.vllm.enabled: true on {ref}",
+            f"model's VLLMRuntime: set spec.parameters.apps.vllm.enabled: true on {ref}"
+            + (f", or serve the model with {P}.backend: llmd" if apps.get("llmd") is True else ""),
         )
+    gateway = dig(status, "llmd", "gateway")
+    gateway_ref = None
+    if spec.llmd:
+        gw_name, gw_ns = dig(gateway, "name"), dig(gateway, "namespace")
+        if not (isinstance(gw_name, str) and gw_name and isinstance(gw_ns, str) and gw_ns):
+            raise ClusterNotReady(f"{ref} has not published its llm-d Gateway (status.llmd) yet")
+        gateway_ref = (gw_ns, gw_name)
+    rdma = dig(status, "gpu", "rdma", "enabled") is True
+    rdma_resource = dig(status, "gpu", "rdma", "resource")
+    if spec.disaggregation is not None and not rdma:
+        raise SpecError(
+            f"{P}.disaggregation",
+            "prefill/decode",
+            f"{P}.disaggregation: the prefill pods hand each request's KV cache to a decode "
+            f"pod over NIXL, and {ref} declares no RDMA network for its GPU nodes (over TCP "
+            "the transfer costs more than disaggregating saves): set "
+            f"spec.parameters.gpu.rdma.enabled: true on {ref} if its GPU nodes have "
+            "InfiniBand or RoCE, or remove disaggregation to serve the model aggregated",
+        )
+    llmd_endpoint = dig(status, "llmd", "endpoint")
     gpu = status.get("gpu") if isinstance(status.get("gpu"), dict) else {}
     if gpu.get("enabled") is False and not simulate:
         raise SpecError(
@@ -179,10 +216,12 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     max_nodes = _num(gpu.get("maxNodes"))
     endpoint = status.get("endpoint")
     keda_release = dig(status, "keda", "release")
+    # The cluster's vLLM router discovers engines in its namespace: a production-stack model
+    # goes there; an llm-d model brings its own router, into the claim's namespace.
+    default_ns = router_ns if isinstance(router_ns, str) and router_ns and not spec.llmd else None
     return Target(
         provider_config=provider_config,
-        namespace=spec.target_namespace
-        or (router_ns if isinstance(router_ns, str) and router_ns else spec.namespace),
+        namespace=spec.target_namespace or default_ns or spec.namespace,
         gpu=ASSUMED_GPU
         if no_gpu
         else GpuShape(
@@ -213,6 +252,10 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         lws=dig(status, "apps", "lws") is True,
         keda_release=keda_release if isinstance(keda_release, str) and keda_release else None,
         router_namespace=router_ns if isinstance(router_ns, str) and router_ns else None,
+        llmd_gateway=gateway_ref,
+        llmd_endpoint=llmd_endpoint if isinstance(llmd_endpoint, str) and llmd_endpoint else None,
+        rdma=rdma,
+        rdma_resource=rdma_resource if isinstance(rdma_resource, str) and rdma_resource else None,
         router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 from function import (
     catalog,
     engine_args,
+    llmd,
     model_config,
     ownership,
     peers,
@@ -30,6 +31,7 @@ from function import (
     sizing,
     storage,
     tenancy,
+    vllm_cli,
 )
 from function.cluster import (
     CLUSTER_API_VERSION,
@@ -69,6 +71,17 @@ SCALER = "scaled-object"
 LWS = "leader-worker-set"
 LWS_SERVICE = "leader-service"
 KEDA_USAGE = "usage-keda"
+# An llm-d model (backend llmd): its vLLM StatefulSets (this prefix, the role and the digest
+# of the cache), their headless Service, the InferencePool, the endpoint picker (Deployment,
+# Service, configuration), the identity of its router and the HTTPRoute.
+LLMD_ENGINE = "llmd"
+LLMD_ENGINES_SERVICE = "llmd-engines-service"
+LLMD_POOL = "inference-pool"
+LLMD_PICKER = "endpoint-picker"
+LLMD_PICKER_SERVICE = "endpoint-picker-service"
+LLMD_PICKER_CONFIG = "endpoint-picker-config"
+LLMD_ROUTER_IDENTITY = ("router-serviceaccount", "router-role", "router-rolebinding")
+LLMD_ROUTE = "http-route"
 # The download Job's key: this prefix and the digest of its name (a new Job per model).
 FETCH = "model-fetch"
 
@@ -131,6 +144,8 @@ class Outcome:
     status_extra: dict[str, Any] = field(default_factory=dict)
     # status.placement, for a claim placed by clusterSelector.
     placement: dict[str, Any] | None = None
+    # status.llmd, for a model llm-d serves.
+    llmd: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +154,11 @@ class Inputs:
     observed: dict[str, dict[str, Any]] = field(default_factory=dict)
     engine_image: str | None = None  # the Composition's input: the pinned engine image
     simulator_image: str | None = None  # ...and the pinned inference simulator image
+    # The llm-d backend's pinned images: vLLM's own (with NIXL), the endpoint picker and the
+    # routing sidecar.
+    llmd_engine_image: str | None = None
+    picker_image: str | None = None
+    sidecar_image: str | None = None
     # requirement name -> resources Crossplane found; a name absent here was not asked yet.
     required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # What the Hugging Face Hub said about a model the catalog lacks (fn.py asks, hub.py
@@ -776,8 +796,9 @@ def _plan(
 def _behind_router(spec: LLMSpec, target: Target) -> bool:
     """Whether the cluster's router serves the model: it discovers engines in its own
     namespace, and learns a pod's models from its /v1/models, which vLLM's --api-key guards
-    and the router asks without a key (vllm-stack 0.1.12 service_discovery.py)."""
-    return target.routed and spec.api_key_secret is None
+    and the router asks without a key (vllm-stack 0.1.12 service_discovery.py). An llm-d
+    model has its own router (its endpoint picker)."""
+    return target.routed and spec.api_key_secret is None and not spec.llmd
 
 
 def _plan_simulated(
@@ -801,6 +822,8 @@ def _endpoint(spec: LLMSpec, target: Target, service: str) -> str:
     its router serves the model (requests then name it in `model`), else its Service."""
     if spec.ingress_host:
         return f"http://{spec.ingress_host}"
+    if spec.llmd and target.llmd_endpoint:
+        return target.llmd_endpoint + (_llmd_route(spec, target)[1] or "")
     if _behind_router(spec, target) and target.router_endpoint:
         return target.router_endpoint
     return f"http://{service}.{target.namespace}.svc.cluster.local"
@@ -818,7 +841,16 @@ def _available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | N
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
 
 
-_ENGINE_KINDS = {SIMULATOR: "Deployment", RUNTIME: "VLLMRuntime", LWS: "LeaderWorkerSet"}
+_ENGINE_KINDS = {
+    SIMULATOR: "Deployment",
+    RUNTIME: "VLLMRuntime",
+    LWS: "LeaderWorkerSet",
+    LLMD_ENGINE: "StatefulSet",
+}
+
+
+def _engine_kind(key: str) -> str:
+    return next(kind for prefix, kind in _ENGINE_KINDS.items() if key.startswith(prefix))
 
 
 def _serving(
@@ -826,7 +858,7 @@ def _serving(
 ) -> bool:
     """Whether the engine serves; `current` is False while the runtime waits for the model
     download (none yet, or the previous model's kept)."""
-    kind = _ENGINE_KINDS[LWS if key.startswith(LWS) else key]
+    kind = _engine_kind(key)
     simulated = key == SIMULATOR
     observed = inputs.observed.get(key + target.suffix)
     remote = target.provider_config is not None
@@ -1972,10 +2004,22 @@ def compose(inputs: Inputs) -> Outcome:
         created = _created(inputs)
         _check_served_names(spec, target, others, created, inputs.xr, out)
         _check_keda(spec, target)
-        if spec.engine.simulate:
+        if spec.llmd and target.llmd_gateway is None:
+            raise SpecError(
+                f"{P}.backend",
+                "llmd",
+                f"{P}.backend: llmd attaches the model to an InferenceCluster's Gateway: name "
+                f"one with apps.llmd in {P}.clusterRef (or let {P}.clusterSelector choose)",
+            )
+        roles: list[RolePlan] = []
+        if spec.disaggregation is not None:
+            facts, plan, source, roles = _plan_disaggregated(spec, target, inputs, out)
+        elif spec.engine.simulate:
             facts, plan, source = _plan_simulated(spec, target, inputs, out)
         else:
-            facts, plan, source = _plan(spec, target, inputs, out)
+            # llm-d serves a replica from one pod: plan it on one node.
+            one = dataclasses.replace(target, lws=False) if spec.llmd else target
+            facts, plan, source = _plan(spec, one, inputs, out)
         image = (
             inputs.simulator_image
             if spec.engine.simulate
@@ -1999,8 +2043,14 @@ def compose(inputs: Inputs) -> Outcome:
                 f"name carries no size: deployed on the {plan.gpus} GPU(s) asked for, GPU "
                 "memory not checked"
             )
-        count = _replicas(spec, target, plan, others, created, out)
-        if spec.engine.simulate:
+        if roles:
+            count = _pd_budget(spec, target, roles, others, created, out)
+        else:
+            count = _replicas(spec, target, plan, others, created, out)
+        if spec.llmd and not spec.engine.simulate:
+            roles = roles or [RolePlan("aggregated", None if count.autoscaled else count.low, plan)]
+            engine = _build_llmd(spec, target, facts, roles, count, inputs, out)
+        elif spec.engine.simulate:
             engine = _build_simulated(spec, target, plan, image, count, inputs, out)
         elif plan.nodes > 1:
             engine = _build_multinode(spec, target, facts, plan, image, count, inputs, out)
@@ -2016,10 +2066,460 @@ def compose(inputs: Inputs) -> Outcome:
     out.status = _status(
         spec, facts, plan, source, engine, _endpoint(spec, target, engine.service or engine.name)
     )
+    out.status["plan"] |= {"backend": "llmd" if spec.llmd else "productionStack"}
     out.status["plan"] |= out.status_extra
     out.status["replicas"] = _replicas_status(inputs, target, engine, count)
+    if out.llmd is not None:
+        out.status["llmd"] = out.llmd
+    out.warnings = list(dict.fromkeys(out.warnings))
+    out.notes = list(dict.fromkeys(out.notes))
     if out.placement is not None:
         out.status["placement"] = out.placement
     if _behind_router(spec, target) and target.router_endpoint:
         out.status["clusterEndpoint"] = target.router_endpoint
+    return out
+
+
+# --- llm-d backend ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """One kind of vLLM pod of an llm-d model: its role, count and plan."""
+
+    role: str  # aggregated | prefill | decode
+    replicas: int | None  # None: KEDA owns the count
+    plan: sizing.Plan
+
+
+def _plan_one(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts,
+    gpus: int | None,
+    target: Target,
+    engine: sizing.EngineSettings,
+    field_: str,
+) -> sizing.Plan:
+    """A plan on one node for one side of a disaggregated model, refused where vLLM would
+    not start (the messages name the side's field)."""
+    try:
+        plan = sizing.plan(facts, gpus, target.gpu, engine, 1)
+    except sizing.SizingError as e:
+        message = e.message.replace(sizing.GPU_FIELD, field_)
+        where = field_ if gpus is not None else f"{P}.model"
+        raise SpecError(where, gpus or spec.model, f"{where}: {message}") from e
+    if target.pod_cpu_millicores and target.pod_memory_mib:
+        plan = sizing.fit_to_node(
+            plan,
+            target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
+            target.pod_memory_mib - storage.FETCH_MEMORY_MIB,
+            f"one {target.instance_type or 'GPU node'} of {target.cluster or 'the cluster'}",
+        )
+    if plan.shortfall and not target.gpu.assumed and not facts.estimated:
+        raise SpecError(
+            field_,
+            plan.gpus,
+            f"{field_}: {plan.gpus} GPU(s) cannot hold {spec.model} on "
+            f"{target.cluster or 'this cluster'}: {plan.shortfall}",
+        )
+    return plan
+
+
+def _plan_disaggregated(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
+) -> tuple[catalog.ModelFacts, sizing.Plan, str, list[RolePlan]]:
+    """The prefill and decode plans of a disaggregated model. Both run with vLLM's NIXL
+    connector, which turns vLLM 0.17.1's hybrid KV cache manager off (config/vllm.py: a
+    `--kv-transfer-config` disables it unless the connector supports it, and NixlConnector
+    does not), so windowed layers are sized as full ones. Prefill favours compute: by default
+    the fewest GPUs that hold the model, so more pods prefill side by side. Decode favours KV
+    memory: by default twice that (llm-d's P/D guide runs prefill at TP 1 and decode at TP 4),
+    more room for the requests it decodes together."""
+    d = spec.disaggregation
+    assert d is not None
+    f = f"{P}.disaggregation"
+    facts, source = _facts(spec, inputs, out)
+    if facts is None:
+        raise SpecError(
+            f,
+            spec.model,
+            f"{f}: {spec.model} is not in the catalog and the Hugging Face Hub could not "
+            "describe it, so its KV cache layout, which the prefill and decode pods must "
+            "share, is not known; serve it aggregated (remove disaggregation)",
+        )
+    if facts.task != "generate":
+        raise SpecError(
+            f,
+            spec.model,
+            f"{f}: {spec.model} is a {facts.task} model: it answers in one pass, with no decode "
+            "phase to move to other pods; remove disaggregation",
+        )
+    if any(g.kind == "mamba" for g in facts.kv_layers):
+        raise SpecError(
+            f,
+            spec.model,
+            f"{f}: {spec.model} keeps mamba (linear attention) state beside its KV cache, "
+            f"which vLLM {vllm_cli.VERSION} can hold only with its hybrid KV cache manager, and "
+            "the NIXL connector turns that off (it does not support it); serve it aggregated",
+        )
+    pd_facts = dataclasses.replace(facts, hybrid_kv=False)
+    engine = _engine_settings(spec)
+    one_node = dataclasses.replace(target, lws=False)
+    prefill = _plan_one(spec, pd_facts, d.prefill.gpu, one_node, engine, f"{f}.prefill.gpu")
+    decode_gpus = d.decode.gpu
+    if decode_gpus is None:
+        decode_gpus = prefill.gpus
+        wider = prefill.gpus * 2
+        if wider <= target.gpu.per_node:
+            try:
+                sizing.plan(pd_facts, wider, target.gpu, engine, 1)
+                decode_gpus = wider
+            except sizing.SizingError:
+                pass  # the heads do not split that way: the same as prefill
+    decode = _plan_one(spec, pd_facts, decode_gpus, one_node, engine, f"{f}.decode.gpu")
+    _check_kv_transfer(spec, facts, prefill, decode)
+    roles = [
+        RolePlan("prefill", d.prefill.replicas, prefill),
+        RolePlan("decode", d.decode.replicas, decode),
+    ]
+    return facts, decode, source, roles
+
+
+def _check_kv_transfer(
+    spec: LLMSpec, facts: catalog.ModelFacts, prefill: sizing.Plan, decode: sizing.Plan
+) -> None:
+    """What vLLM 0.17.1's NIXL connector needs of the two sides: one tensor parallel size a
+    multiple of the other (kv_connector/utils.py `tp_ratio`), no wider prefill than decode
+    when the prefill side replicates KV heads (nixl_connector.py
+    `_validate_remote_agent_handshake`), the same KV cache dtype (its compatibility hash)."""
+    f = f"{P}.disaggregation"
+    p, d = prefill.tensor_parallel_size, decode.tensor_parallel_size
+    if max(p, d) % min(p, d):
+        raise SpecError(
+            f"{f}.decode.gpu",
+            d,
+            f"{f}: prefill on {p} GPU(s) and decode on {d}: NIXL moves the KV cache between "
+            "tensor parallel sizes only when one is a multiple of the other; use e.g. "
+            f"{f}.decode.gpu {p * 2 if p * 2 <= MAX_GPUS else p}",
+        )
+    if p > d and facts.kv_heads and p > facts.kv_heads:
+        raise SpecError(
+            f"{f}.prefill.gpu",
+            p,
+            f"{f}: prefill on {p} GPUs replicates {spec.model}'s {facts.kv_heads} KV heads, "
+            f"and NIXL cannot send a replicated cache to a narrower decode side ({d} GPUs); "
+            f"use {f}.prefill.gpu {d} or fewer, or {f}.decode.gpu {p}",
+        )
+    kinds = {r.engine.kv_cache_dtype for r in (prefill, decode) if r.engine is not None}
+    if len(kinds) > 1:
+        raise SpecError(
+            f,
+            sorted(kinds),
+            f"{f}: the prefill and decode pods would store the KV cache as "
+            f"{' and '.join(sorted(kinds))}; NIXL refuses to pair them (set --kv-cache-dtype "
+            "in engine.extraArgs)",
+        )
+
+
+def _pd_budget(
+    spec: LLMSpec,
+    target: Target,
+    roles: list[RolePlan],
+    others: list[peers.Peer],
+    created: str,
+    out: Outcome,
+) -> scaling.Replicas:
+    """The GPUs every prefill and decode pod holds, checked against what the models before
+    this one leave of the cluster's pool; the replica counts are the decode pods'."""
+    total = sum((r.replicas or 1) * r.plan.gpus for r in roles)
+    what = " + ".join(f"{r.replicas} {r.role} x {r.plan.gpus}" for r in roles)
+    held = f"{what} = {total} GPUs"
+    decode = next(r for r in roles if r.role == "decode")
+    count = scaling.Replicas(
+        low=decode.replicas or 1,
+        high=decode.replicas or 1,
+        autoscaled=False,
+        asked_high=decode.replicas or 1,
+    )
+    if not (target.cluster and target.max_nodes and not target.gpu.assumed):
+        out.conditions.append(
+            Condition("GPUBudget", "Unknown", "NotChecked", f"{held}; the pool is not known")
+        )
+        return count
+    budget = scaling.Budget(
+        cluster=target.cluster,
+        max_nodes=target.max_nodes,
+        per_node=target.gpu.per_node,
+        holders=_holders(spec, target, others, created),
+    )
+    if total > budget.free:
+        raise SpecError(
+            f"{P}.disaggregation",
+            total,
+            f"{P}.disaggregation: {held} do not fit: {budget.describe()}; use fewer pods or "
+            f"GPUs, or raise gpu.maxNodes on InferenceCluster {budget.cluster}",
+        )
+    out.conditions.append(
+        Condition("GPUBudget", "True", "Fits", f"holds {held}; {budget.describe()}")
+    )
+    return count
+
+
+def _llmd_route(spec: LLMSpec, target: Target) -> tuple[str | None, str | None]:
+    """(host, path prefix) of the model's HTTPRoute: its ingressHost, else its own path of
+    the cluster's Gateway."""
+    if spec.ingress_host:
+        return spec.ingress_host, None
+    return None, f"/{target.namespace}/{resources.dns_label(spec.name)}"
+
+
+def _build_llmd(
+    spec: LLMSpec,
+    target: Target,
+    facts: catalog.ModelFacts | None,
+    roles: list[RolePlan],
+    count: scaling.Replicas,
+    inputs: Inputs,
+    out: Outcome,
+) -> Engine:
+    """Compose an llm-d model (function/llmd.py): its vLLM StatefulSets, their Service, the
+    InferencePool, the endpoint picker and its identity, the HTTPRoute on the cluster's
+    Gateway; and as for the other backends the copied Secrets, KEDA, the Usages."""
+    assert target.llmd_gateway is not None
+    image = spec.engine.image or inputs.llmd_engine_image
+    missing = [
+        what
+        for what, given in (
+            ("llmd.engine.image", image),
+            ("llmd.endpointPicker.image", inputs.picker_image),
+            ("llmd.routingSidecar.image", inputs.sidecar_image),
+        )
+        if not given
+    ]
+    if missing:
+        raise SpecError(
+            f"{P}.backend",
+            "llmd",
+            f"{P}.backend: the Composition passes no {', '.join(missing)} (its input); "
+            "regenerate package/",
+        )
+    assert image and inputs.picker_image
+    disaggregated = spec.disaggregation is not None
+    name = resources.dns_label(spec.name)
+    picker = resources.dns_label(f"{spec.name}-epp")
+    router = resources.dns_label(f"{spec.name}-llm-d")
+    engines = resources.dns_label(f"{spec.name}-engines")
+    meta = {"namespace": target.namespace, "model": spec.model, "labels_of": name}
+    secrets = _secrets(spec, facts, target, name, inputs, out)
+    class_name = spec.storage.class_name or target.storage_class
+    api_key = secrets.api_key
+    if spec.api_key_secret is not None and api_key is None:
+        # Not copied yet: the pods wait for the copy (fail closed) instead of serving openly.
+        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
+    secret_env = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
+    if api_key:
+        secret_env.append(("VLLM_API_KEY", api_key))  # read by vLLM: envs.VLLM_API_KEY
+    # Both sides of a disaggregated model take the requests either may get: the shorter
+    # context of the two.
+    contexts = [_max_model_len(spec, r.plan, out) for r in roles]
+    max_len = min((c for c in contexts if c), default=None)
+    if disaggregated and max_len and len(set(contexts)) > 1:
+        short = roles[contexts.index(max_len)]
+        out.notes.append(
+            f"{P}.disaggregation: both sides serve a context of {max_len} tokens, what one "
+            f"{short.role} pod's KV cache holds ({short.plan.gpus} GPU(s)); more GPUs there "
+            f"({P}.disaggregation.{short.role}.gpu) serve longer prompts"
+        )
+    main: tuple[str, str, list[str]] | None = None
+    budgets = []
+    for r in roles:
+        cache, _ = _cache_plan(spec, target, facts, r.plan, inputs)
+        cache_size = storage.quantity(cache.size_gib)
+        group = llmd.group_name(name, r.role, cache_size, class_name)
+        key = f"{LLMD_ENGINE}-{r.role}-{group.rsplit('-', 1)[-1]}"
+        extra = _engine_args(spec, facts, r.plan, out, api_key_arg=False)
+        if disaggregated:
+            extra = ["--kv-transfer-config", llmd.kv_transfer_config(r.role), *extra]
+        args = resources.vllm_serve_args(
+            model=spec.model,
+            tensor_parallel=r.plan.tensor_parallel_size,
+            nodes=1,
+            max_model_len=max_len,
+            dtype=r.plan.dtype,
+            gpu_memory_utilization=r.plan.gpu_memory_utilization,
+            enable_prefix_caching=r.plan.enable_prefix_caching,
+            enable_chunked_prefill=r.plan.enable_chunked_prefill,
+            tool_call_parser=facts.tool_call_parser if facts else None,
+            extra_args=extra,
+            port=llmd.DECODE_VLLM_PORT if r.role == "decode" else resources.ENGINE_PORT,
+        )
+        _place(
+            spec,
+            target,
+            key,
+            llmd.engine_statefulset(
+                name=group,
+                role=r.role,
+                image=image,
+                sidecar_image=inputs.sidecar_image,
+                service=engines,
+                pool=name,
+                service_account=router if r.role == "decode" else None,
+                replicas=r.replicas,
+                args=args,
+                env=[*r.plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")],
+                secret_env=secret_env,
+                gpus=r.plan.tensor_parallel_size,
+                cpu=r.plan.cpu,
+                memory=r.plan.memory,
+                shm_size=r.plan.shm_size,
+                cache_size=cache_size,
+                cache_class=class_name,
+                fetch_args=[spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
+                fetch_requests={
+                    "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+                    "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+                },
+                fetch_memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+                node_selector=target.node_selector,
+                tolerations=target.tolerations or None,
+                runtime_class=target.runtime_class,
+                rdma_resource=target.rdma_resource,
+                startup_budget_s=max(600, 2 * cache.start_s),
+                **meta,
+            ),
+            out,
+            suffix=f"{r.role}-{group.rsplit('-', 1)[-1]}",
+            readiness_cel=llmd.ENGINE_READY_CEL,
+            watch=True,
+        )
+        budgets.append(f"{r.replicas or 'KEDA'} x {r.role} ({cache_size} each)")
+        if r.role in ("aggregated", "decode"):
+            main = (group, key, args)
+    assert main is not None
+    _place(
+        spec,
+        target,
+        LLMD_ENGINES_SERVICE,
+        llmd.engines_service(name=engines, **meta),
+        out,
+        suffix="engines",
+    )
+    for key, manifest in zip(
+        LLMD_ROUTER_IDENTITY, llmd.router_identity(name=router, **meta), strict=True
+    ):
+        _place(spec, target, key, manifest, out, suffix=key)
+    config = llmd.epp_config(spec.llmd_profile, disaggregated)
+    _place(
+        spec,
+        target,
+        LLMD_PICKER_CONFIG,
+        llmd.epp_config_map(name=picker, config=config, **meta),
+        out,
+        suffix="epp-config",
+    )
+    _place(
+        spec,
+        target,
+        LLMD_PICKER,
+        llmd.epp_deployment(
+            name=picker,
+            image=inputs.picker_image,
+            pool=name,
+            service_account=router,
+            config_map=picker,
+            config=config,
+            **meta,
+        ),
+        out,
+        suffix="epp",
+        readiness_cel=llmd.EPP_READY_CEL,
+    )
+    _place(
+        spec,
+        target,
+        LLMD_PICKER_SERVICE,
+        llmd.epp_service(name=picker, **meta),
+        out,
+        suffix="epp-service",
+    )
+    _place(
+        spec,
+        target,
+        LLMD_POOL,
+        llmd.inference_pool(name=name, picker=picker, **meta),
+        out,
+        suffix="pool",
+    )
+    host, prefix = _llmd_route(spec, target)
+    _place(
+        spec,
+        target,
+        LLMD_ROUTE,
+        llmd.http_route(
+            name=name,
+            pool=name,
+            gateway=target.llmd_gateway,
+            host=host,
+            path_prefix=prefix,
+            **meta,
+        ),
+        out,
+        suffix="route",
+        readiness_cel=llmd.ROUTE_READY_CEL,
+    )
+    group, key, args = main
+    if count.autoscaled:
+        sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": group}
+        _scaler(spec, target, name, count, sts, out, service=engines)
+    _cluster_usage(spec, target, inputs, out)
+    _keda_usage(spec, target, count, inputs, out)
+    _no_takeover(spec, target, inputs, out)
+    out.conditions.append(
+        Condition(
+            "ModelCache",
+            "True",
+            "PerPod",
+            f"each vLLM pod downloads {spec.model} into its own claim before vLLM starts "
+            f"({', '.join(budgets)})",
+        )
+    )
+    gw_ns, gw_name = target.llmd_gateway
+    out.status_extra["backend"] = "llmd"
+    out.llmd = {
+        "profile": spec.llmd_profile,
+        "scorers": dict(llmd.data()["profiles"][spec.llmd_profile]["scorers"]),
+        "inferencePool": name,
+        "endpointPicker": picker,
+        "httpRoute": name,
+        "gateway": f"{gw_ns}/{gw_name}",
+        **({"host": host} if host else {"path": prefix}),
+    }
+    if disaggregated:
+        out.status_extra["disaggregation"] = _pd_status(roles, target, max_len)
+    return Engine(
+        name=group,
+        key=key,
+        command=["vllm", "serve", *args],
+        image=image,
+        max_model_len=max_len,
+        current=True,
+        simulated=False,
+    )
+
+
+def _pd_status(roles: list[RolePlan], target: Target, max_len: int | None) -> dict[str, Any]:
+    """status.plan.disaggregation: each side's pods, GPUs and KV cache, and the transfer."""
+    out: dict[str, Any] = {
+        "gpus": sum((r.replicas or 1) * r.plan.gpus for r in roles),
+        "kvTransfer": f"{llmd.KV_CONNECTOR} (NIXL) over RDMA"
+        + (f" ({target.rdma_resource})" if target.rdma_resource else ""),
+    }
+    for r in roles:
+        out[r.role] = {
+            "replicas": r.replicas,
+            "gpus": r.plan.gpus,
+            "kvCacheGiB": round(r.plan.kv_cache_gib, 1),
+            **({"maxModelLen": max_len} if max_len else {}),
+        }
     return out

@@ -138,6 +138,13 @@ def flag_name(arg: str) -> str | None:
     return None
 
 
+def sets(args: Sequence[str], flag: str) -> bool:
+    """Whether `args` set `flag`, in any spelling vLLM's parser reads."""
+    return any(
+        (name := flag_name(a)) is not None and _owner(name, {flag: ("", "")}) == flag for a in args
+    )
+
+
 def last_value(args: Sequence[str], flag: str) -> str | None:
     """The value vLLM's parser ends up with for `flag`: its last occurrence, in any spelling
     (`--max-model-len 8192`, `--max_model_len=8192`, a unique prefix), or None."""

@@ -32,7 +32,10 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         name: resource.struct_to_dict(r.resource) for name, r in req.observed.resources.items()
     }
     fn_input = resource.struct_to_dict(req.input) if req.HasField("input") else {}
-    image, simulator_image = (_image(fn_input, k) for k in ("engine", "simulator"))
+    image, simulator_image, llmd_image, picker, sidecar = (
+        _image(fn_input, k)
+        for k in ("engine", "simulator", "llmdEngine", "endpointPicker", "routingSidecar")
+    )
     required = {name: request.get_required_resources(req, name) for name in req.required_resources}
     # Crossplane before v2 called them extra resources; honour both.
     for name in req.extra_resources:
@@ -44,12 +47,16 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         observed=observed,
         engine_image=image,
         simulator_image=simulator_image,
+        llmd_engine_image=llmd_image,
+        picker_image=picker,
+        sidecar_image=sidecar,
         required=required,
     )
 
 
 def _image(fn_input: dict, key: str) -> str | None:
-    """The image the Composition's input pins under `key` (`engine`, `simulator`)."""
+    """The image the Composition's input pins under `key` (`engine`, `simulator`, and for
+    the llm-d backend `llmdEngine`, `endpointPicker`, `routingSidecar`)."""
     section = fn_input.get(key) if isinstance(fn_input.get(key), dict) else {}
     image = section.get("image")
     return image if isinstance(image, str) and image else None

@@ -64,3 +64,6 @@ AUTOSCALING_METRICS: dict[str, tuple[int, int]] = {
 }
 SCALE_DOWN_DELAY_DEFAULT: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["default"])
 SCALE_DOWN_DELAY_MAX: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["max"])
+
+# spec.parameters.backend, the default first.
+BACKENDS: tuple[str, ...] = tuple(_DATA["backends"]["names"])

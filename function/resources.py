@@ -728,11 +728,13 @@ def vllm_serve_args(
     enable_chunked_prefill: bool,
     tool_call_parser: str | None,
     extra_args: Sequence[str],
+    port: int = ENGINE_PORT,
 ) -> list[str]:
-    """`vllm serve <model> ...` for one pod of a multi-node replica, in the order the
-    operator writes a VLLMRuntime's (engine_command), then the nodes; `$(LWS_*)` are filled
-    by the kubelet from the variables LWS sets."""
-    args = [model, "--host", "0.0.0.0", "--port", str(ENGINE_PORT)]
+    """`vllm serve <model> ...` for a pod the function runs itself (a multi-node replica's,
+    an llm-d model's), in the order the operator writes a VLLMRuntime's (engine_command),
+    then, over several nodes, the nodes; `$(LWS_*)` are filled by the kubelet from the
+    variables LWS sets."""
+    args = [model, "--host", "0.0.0.0", "--port", str(port)]
     if tool_call_parser:
         args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_call_parser]
     args.append(
@@ -744,10 +746,12 @@ def vllm_serve_args(
     if max_model_len:
         args += ["--max-model-len", str(max_model_len)]
     args += ["--dtype", dtype, "--tensor-parallel-size", str(tensor_parallel)]
-    args += ["--pipeline-parallel-size", str(nodes)]
+    if nodes > 1:
+        args += ["--pipeline-parallel-size", str(nodes)]
     args += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
-    args += ["--nnodes", str(nodes), "--node-rank", LWS_WORKER_INDEX]
-    args += ["--master-addr", LWS_LEADER_ADDRESS]
+    if nodes > 1:
+        args += ["--nnodes", str(nodes), "--node-rank", LWS_WORKER_INDEX]
+        args += ["--master-addr", LWS_LEADER_ADDRESS]
     return args + list(extra_args)
 
 

@@ -12,15 +12,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args, simulator, vllm_cli
+from function import engine_args, llmd, simulator, vllm_cli
 from function.errors import FieldError
 from function.limits import (
     ALIAS,
     ALIAS_MAX_ITEMS,
     ALIAS_MAX_LENGTH,
     AUTOSCALING_METRICS,
+    BACKENDS,
     HF_MODEL_ID,
     HF_MODEL_ID_MAX_PART,
+    MAX_GPUS,
     MAX_GPUS_MULTI_NODE,
     MAX_REPLICAS,
     SCALE_DOWN_DELAY_DEFAULT,
@@ -94,6 +96,24 @@ class Autoscaling:
 
 
 @dataclass(frozen=True)
+class Role:
+    """One side of a disaggregated model: how many pods, and GPUs each (None: the function
+    chooses)."""
+
+    replicas: int
+    gpu: int | None
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    """spec.parameters.disaggregation (backend llmd): prefill and decode pods apart, the KV
+    cache moving between them over NIXL."""
+
+    prefill: Role
+    decode: Role
+
+
+@dataclass(frozen=True)
 class LLMSpec:
     name: str
     namespace: str
@@ -112,6 +132,14 @@ class LLMSpec:
     replicas: int | None = None  # fixed replicas, when given
     autoscaling: Autoscaling | None = None
     aliases: tuple[str, ...] = ()
+    backend: str = BACKENDS[0]
+    llmd_profile: str = llmd.DEFAULT_PROFILE
+    disaggregation: Disaggregation | None = None
+
+    @property
+    def llmd(self) -> bool:
+        """Whether llm-d serves the model (spec.parameters.backend: llmd)."""
+        return self.backend == "llmd"
 
     @property
     def served_names(self) -> tuple[str, ...]:
@@ -476,6 +504,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
             "key, so the model would answer anyone; remove apiKeySecretRef to simulate, or "
             "run vLLM",
         )
+    backend, profile, disaggregation = _backend(params, engine)
     return LLMSpec(
         name=name,
         namespace=namespace,
@@ -493,6 +522,9 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         replicas=_replicas(params),
         autoscaling=_autoscaling(params),
         aliases=_aliases(params),
+        backend=backend,
+        llmd_profile=profile,
+        disaggregation=disaggregation,
     )
 
 
@@ -662,3 +694,116 @@ def _cluster_selector(params: dict) -> dict[str, str] | None:
                 "digits, - _ . starting and ending with a letter or digit)",
             )
     return dict(labels)
+
+
+def _backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggregation | None]:
+    """spec.parameters.backend, llmd.profile and disaggregation, checked together."""
+    backend = params.get("backend", BACKENDS[0])
+    names = ", ".join(BACKENDS)
+    if backend not in BACKENDS:
+        raise SpecError(
+            f"{P}.backend",
+            backend,
+            f"{P}.backend: {_short(backend)} is not a backend; use one of {names} "
+            f"(default {BACKENDS[0]})",
+        )
+    section = params.get("llmd")
+    profile = llmd.DEFAULT_PROFILE
+    if section is not None:
+        if not isinstance(section, dict):
+            raise SpecError(f"{P}.llmd", section, f"{P}.llmd must be an object (profile)")
+        if backend != "llmd":
+            raise SpecError(
+                f"{P}.llmd",
+                section,
+                f"{P}.llmd applies only with {P}.backend: llmd (the backend is {backend})",
+            )
+        profile = section.get("profile", profile)
+        if profile not in llmd.profiles():
+            raise SpecError(
+                f"{P}.llmd.profile",
+                profile,
+                f"{P}.llmd.profile: {_short(profile)} is not a scheduling profile; use one of "
+                f"{', '.join(llmd.profiles())} (default {llmd.DEFAULT_PROFILE})",
+            )
+    return backend, profile, _disaggregation(params, backend, engine)
+
+
+def _role(value: object, f: str) -> Role:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise SpecError(f, value, f"{f} must be an object (replicas, gpu)")
+    given = value.get("replicas", 1)
+    replicas = _int_in(given, 1, MAX_REPLICAS)
+    if replicas is None:
+        raise SpecError(
+            f"{f}.replicas",
+            given,
+            f"{f}.replicas: {_short(given)} is not a pod count; use a whole number from 1 to "
+            f"{MAX_REPLICAS}",
+        )
+    gpu = None
+    if value.get("gpu") is not None:
+        gpu = _int_in(value["gpu"], 1, MAX_GPUS)
+        if gpu is None:
+            raise SpecError(
+                f"{f}.gpu",
+                value["gpu"],
+                f"{f}.gpu: {_short(value['gpu'])} is not a GPU count for one pod; use 1 to "
+                f"{MAX_GPUS} (one node: disaggregated pods do not span nodes)",
+            )
+    return Role(replicas=replicas, gpu=gpu)
+
+
+def _disaggregation(params: dict, backend: str, engine: EngineOverrides) -> Disaggregation | None:
+    value = params.get("disaggregation")
+    if value is None:
+        return None
+    f = f"{P}.disaggregation"
+    if not isinstance(value, dict):
+        raise SpecError(f, value, f"{f} must be an object (prefill, decode)")
+    if backend != "llmd":
+        raise SpecError(
+            f,
+            value,
+            f"{f}: prefill/decode disaggregation runs on llm-d; set {P}.backend: llmd (the "
+            f"backend is {backend})",
+        )
+    for other, why in (
+        ("gpu", "each side's gpu is in disaggregation.prefill.gpu and disaggregation.decode.gpu"),
+        ("replicas", "each side's count is disaggregation.prefill.replicas and .decode.replicas"),
+        ("autoscaling", "disaggregated pods run at the counts given"),
+    ):
+        if params.get(other) is not None:
+            raise SpecError(
+                f"{P}.{other}",
+                params[other],
+                f"{P}.{other} and {f} are exclusive: {why}",
+            )
+    if engine.simulate:
+        raise SpecError(
+            f"{P}.engine.simulate",
+            True,
+            f"{P}.engine.simulate and {f} are exclusive: the simulator moves no KV cache; "
+            "simulate the aggregated model, or run vLLM",
+        )
+    if engine_args.sets(engine.extra_args, "--kv-transfer-config"):
+        raise SpecError(
+            f"{P}.engine.extraArgs",
+            "--kv-transfer-config",
+            f"{P}.engine.extraArgs: --kv-transfer-config is {f}'s: the prefill and decode "
+            "pods move the KV cache with vLLM's NixlConnector, which the function configures",
+        )
+    owned_env = [k for k, _ in engine.env if k.startswith("VLLM_NIXL_")]
+    if owned_env:
+        raise SpecError(
+            f"{P}.engine.env",
+            owned_env[0],
+            f"{P}.engine.env: {owned_env[0]} is {f}'s: each pod's NIXL side channel is its "
+            "own address, which the function sets",
+        )
+    return Disaggregation(
+        prefill=_role(value.get("prefill"), f"{f}.prefill"),
+        decode=_role(value.get("decode"), f"{f}.decode"),
+    )

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
-# operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`; the
-# cluster also publishes them in status.tenancy.reservedNamespaces, and a test keeps the two
-# equal), and Crossplane's.
+# operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`, llmd.k
+# `_llmdNamespace`; the cluster also publishes them in status.tenancy.reservedNamespaces, and
+# a test keeps the two equal), and Crossplane's.
 RESERVED = frozenset(
     {
         "crossplane-system",
@@ -25,6 +25,7 @@ RESERVED = frozenset(
         "traefik",
         "keda",
         "lws-system",
+        "agentgateway-system",
         "dot-inference-system",
     }
 )

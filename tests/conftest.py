@@ -49,6 +49,16 @@ def simulator_image() -> str:
     return composition_input()["simulator"]["image"]
 
 
+def llmd_images() -> dict[str, str]:
+    """The llm-d backend's pinned images, as compose's Inputs take them."""
+    step = composition_input()
+    return {
+        "llmd_engine_image": step["llmdEngine"]["image"],
+        "picker_image": step["endpointPicker"]["image"],
+        "sidecar_image": step["routingSidecar"]["image"],
+    }
+
+
 def request(
     xr: dict[str, Any],
     *,

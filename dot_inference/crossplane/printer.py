@@ -188,7 +188,77 @@ def _go_key_cmp(a: str, b: str) -> int:
     return 0
 
 
+# libyaml's escapes in double-quoted scalars (emitter.c yaml_emitter_write_double_quoted).
+_ESCAPES = {
+    "\0": "0",
+    "\x07": "a",
+    "\x08": "b",
+    "\t": "t",
+    "\n": "n",
+    "\x0b": "v",
+    "\x0c": "f",
+    "\r": "r",
+    "\x1b": "e",
+    '"': '"',
+    "\\": "\\",
+    "\x85": "N",
+    "\xa0": "_",
+    "\u2028": "L",
+    "\u2029": "P",
+}
+
+
+def _printable(code: int) -> bool:
+    """libyaml's IS_PRINTABLE (a tab is not)."""
+    return (
+        code == 0x0A
+        or 0x20 <= code <= 0x7E
+        or code == 0x85
+        or 0xA0 <= code <= 0xD7FF
+        or (0xE000 <= code <= 0xFFFD and code != 0xFEFF)
+        or 0x10000 <= code <= 0x10FFFF
+    )
+
+
 class _GoEmitter(yaml.emitter.Emitter):
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """libyaml's (and go-yaml's) double-quoted scalar: everything not printable escaped,
+        a line folded at a single space past the width (the space is the fold; a following
+        space is escaped), never elsewhere. PyYAML's own escapes every fold."""
+        self.write_indicator('"', True)
+        spaces = False
+        last = len(text) - 1
+        for i, ch in enumerate(text):
+            code = ord(ch)
+            if (
+                not _printable(code)
+                or (not self.allow_unicode and code > 0x7F)
+                or ch in '"\\\r\n\x85\u2028\u2029'
+            ):
+                escape = _ESCAPES.get(ch) or (
+                    f"x{code:02X}"
+                    if code <= 0xFF
+                    else (f"u{code:04X}" if code <= 0xFFFF else f"U{code:08X}")
+                )
+                self._put("\\" + escape)
+                spaces = False
+            elif ch == " ":
+                if split and not spaces and self.column > self.best_width and 0 < i < last:
+                    self.write_indent()
+                    if text[i + 1] == " ":
+                        self._put("\\")
+                else:
+                    self._put(" ")
+                spaces = True
+            else:
+                self._put(ch)
+                spaces = False
+        self.write_indicator('"', False)
+
+    def _put(self, data: str) -> None:
+        self.column += len(data)
+        self.stream.write(data)
+
     def choose_scalar_style(self) -> str:
         # libyaml's yaml_emitter_select_scalar_style, which go-yaml ports: a literal
         # block that is not allowed falls back to double quotes (PyYAML: single).

@@ -248,6 +248,7 @@ def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -
         "vllm": True,
         "keda": keda,
         "lws": False,
+        "llmd": False,
         "ingress": True,
     }
     assert status["ingressClassName"] == "traefik"
@@ -280,6 +281,7 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
         "vllm": False,
         "keda": False,
         "lws": False,
+        "llmd": False,
         "ingress": False,
     }
     assert "ingressClassName" not in result.xr["status"]
@@ -444,6 +446,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "productionStackOperatorImage": pin("production_stack_operator_image"),
         "keda": pin("keda"),
         "lws": pin("lws"),
+        "agentgateway": pin("agentgateway"),
         "traefik": pin("traefik"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [

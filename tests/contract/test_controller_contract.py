@@ -42,9 +42,11 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
                 "simulate"
             )
             # A simulated model has no VLLMRuntime (function/simulator.py), nor does one
-            # over several nodes (a LeaderWorkerSet: tests/unit/test_multinode.py).
+            # over several nodes (a LeaderWorkerSet: tests/unit/test_multinode.py), nor one
+            # llm-d serves (StatefulSets: tests/unit/test_llmd.py).
             multinode = "multinode" in path.name
-            if doc.get("kind") == "LLMInference" and not simulated and not multinode:
+            llmd = doc.get("spec", {}).get("parameters", {}).get("backend") == "llmd"
+            if doc.get("kind") == "LLMInference" and not simulated and not multinode and not llmd:
                 out.append((f"{path.name}:{doc['metadata']['name']}", doc))
     return out
 

@@ -76,6 +76,8 @@ def test_the_cluster_installs_exactly_the_crds_the_tests_validate_against() -> N
 def test_generate_refuses_crds_of_another_commit(tmp_path: Path) -> None:
     other = tmp_path / "production-stack"
     shutil.copytree(UPSTREAM, other)
+    for folder in ("gateway-api", "gateway-api-inference-extension", "llm-d-router"):
+        (tmp_path / folder).symlink_to(UPSTREAM.parent / folder)
     (other / "SOURCE").write_text(
         "repository: vllm-project/production-stack\n"
         "commit: 0000000000000000000000000000000000000000\n"

@@ -1110,3 +1110,24 @@ def test_libyaml_and_the_python_emitter_print_the_same(path: str) -> None:
             assert yaml.dump(data, Dumper=printer._GoCDumper) == yaml.dump(
                 data, Dumper=printer._GoDumper
             )
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml")
+def test_both_emitters_fold_and_escape_double_quoted_strings_alike() -> None:
+    """Long strings with double spaces, tabs, breaks, quotes and non-ASCII characters (the
+    CRDs apps.llmd installs hold such descriptions): libyaml and the Python emitter agree."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", " ", "  ", "\t", "\n", '"', "\\", "é", "\u2028", "x" * 9, ":"]
+    for _ in range(300):
+        # Starting and ending with a letter, as descriptions do (a scalar ending in a space or
+        # a lone break is printed open-ended, a case neither emitter's user meets).
+        inner = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        text = f"a{inner}z"
+        data = {
+            "k": {"nested": [{"description": text, "other": "word " * rng.randint(0, 30) + "end"}]}
+        }
+        assert yaml.dump(data, Dumper=printer._GoCDumper) == yaml.dump(
+            data, Dumper=printer._GoDumper
+        ), repr(text)

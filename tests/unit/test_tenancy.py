@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, load_yaml, simulator_image
+from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, llmd_images, load_yaml, simulator_image
 
 from function import tenancy
 from function.compose import Inputs, compose
@@ -145,7 +145,20 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
         == "models-clusterrole"
     )
     granted = {
-        (g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+        (g, r)
+        for rule in role["rules"]
+        if "create" in rule["verbs"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    # Read only: what an llm-d model's router Role grants (Kubernetes lets a Role grant only
+    # what its creator holds).
+    read_only = {
+        (g, r)
+        for rule in role["rules"]
+        if "create" not in rule["verbs"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
     }
     plural = {
         "VLLMRuntime": "vllmruntimes",
@@ -157,10 +170,21 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
         "Deployment": "deployments",
         "Service": "services",
         "LeaderWorkerSet": "leaderworkersets",
+        "StatefulSet": "statefulsets",
+        "InferencePool": "inferencepools",
+        "HTTPRoute": "httproutes",
+        "ServiceAccount": "serviceaccounts",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+        "ConfigMap": "configmaps",
     }
     state = {**CLUSTER, "status": {**CLUSTER["status"], "apps": {**CLUSTER["status"]["apps"]}}}
     state["status"]["apps"]["keda"] = True
     state["status"]["apps"]["lws"] = True
+    state["status"]["apps"]["llmd"] = True
+    state["status"]["llmd"] = {"gateway": {"name": "gw", "namespace": "agentgateway-system"}}
+    state["status"]["gpu"] = {**state["status"]["gpu"], "rdma": {"enabled": True}}
+    roles_grant: set[tuple[str, str]] = set()
     composed = set()
     scaled = {"autoscaling": {"maxReplicas": 2}}
     variants = [
@@ -168,6 +192,12 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
         {"model": "meta-llama/Llama-3.1-8B-Instruct"},  # gated: the token Secret
         {"model": "Qwen/Qwen2.5-1.5B-Instruct", "engine": {"simulate": True}, **scaled},
         {"model": "Qwen/Qwen2.5-32B-Instruct"},  # two nodes of 4 L4: a LeaderWorkerSet
+        {"model": "Qwen/Qwen2.5-7B-Instruct", "backend": "llmd", **scaled},
+        {
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "backend": "llmd",
+            "disaggregation": {"prefill": {"gpu": 1}, "decode": {"gpu": 2}},
+        },
     ]
     for params in variants:
         xr = claim(**ON_CLUSTER, ingressHost="q.example.com", **params)
@@ -184,10 +214,20 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
                 engine_image=engine_image(),
                 simulator_image=simulator_image(),
                 required={"inference-cluster": [state], "secret-hf-token": [secret]},
+                **llmd_images(),
             )
         )
+        assert out.fatal is None, out.fatal
         for o in out.resources.values():
             if o["kind"] == "Object":
                 m = o["spec"]["forProvider"]["manifest"]
                 composed.add((m["apiVersion"].rpartition("/")[0], plural[m["kind"]]))
+                if m["kind"] == "Role":
+                    roles_grant |= {
+                        (g, r)
+                        for rule in m["rules"]
+                        for g in rule["apiGroups"]
+                        for r in rule["resources"]
+                    }
     assert composed == granted
+    assert read_only == roles_grant - granted, "reads exactly what the routers' Roles grant"
