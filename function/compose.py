@@ -1622,36 +1622,7 @@ def _build_simulated(
             f"{', '.join(ignored)}: not used with {P}.engine.simulate (nothing is downloaded)"
         )
     max_len = _max_model_len(spec, plan, out)
-    command = simulator.command(
-        model=spec.model,
-        served_names=spec.served_names,
-        max_model_len=max_len,
-        max_num_seqs=None
-        if spec.engine.max_num_seqs
-        else (plan.engine.max_num_seqs if plan.engine else None),
-        kv_cache=spec.autoscaling is not None and spec.autoscaling.metric == "kvCacheUsage",
-        extra_args=spec.engine.extra_args,
-    )
-    _place(
-        spec,
-        target,
-        SIMULATOR,
-        resources.simulator_deployment(
-            name=name,
-            namespace=target.namespace,
-            model=spec.model,
-            image=image,
-            args=command,
-            env=spec.engine.env,
-            replicas=None if count.autoscaled else count.low,
-            requests=simulator.REQUESTS,
-            limits=simulator.LIMITS,
-        ),
-        out,
-        suffix="simulator",
-        readiness_cel=resources.SIMULATOR_READY_CEL,
-        watch=True,
-    )
+    command = _place_simulator(spec, target, name, plan, image, count, max_len, out)
     _place(
         spec,
         target,
@@ -1684,6 +1655,52 @@ def _build_simulated(
         current=True,
         simulated=True,
     )
+
+
+def _place_simulator(
+    spec: LLMSpec,
+    target: Target,
+    name: str,
+    plan: sizing.Plan,
+    image: str,
+    count: scaling.Replicas,
+    max_len: int | None,
+    out: Outcome,
+    pod_labels: dict[str, str] | None = None,
+) -> list[str]:
+    """The simulator's Deployment (function/simulator.py); its arguments."""
+    command = simulator.command(
+        model=spec.model,
+        served_names=spec.served_names,
+        max_model_len=max_len,
+        max_num_seqs=None
+        if spec.engine.max_num_seqs
+        else (plan.engine.max_num_seqs if plan.engine else None),
+        kv_cache=spec.autoscaling is not None and spec.autoscaling.metric == "kvCacheUsage",
+        extra_args=spec.engine.extra_args,
+    )
+    _place(
+        spec,
+        target,
+        SIMULATOR,
+        resources.simulator_deployment(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            image=image,
+            args=command,
+            env=spec.engine.env,
+            replicas=None if count.autoscaled else count.low,
+            requests=simulator.REQUESTS,
+            limits=simulator.LIMITS,
+            pod_labels=pod_labels,
+        ),
+        out,
+        suffix="simulator",
+        readiness_cel=resources.SIMULATOR_READY_CEL,
+        watch=True,
+    )
+    return command
 
 
 def _no_takeover(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
@@ -1917,7 +1934,7 @@ def _holders(
         if p.simulate:
             continue
         if p.before(created, spec.name):
-            gpus = p.gpus if p.gpus_planned else _peer_gpus(p, target)
+            gpus = p.gpus if p.gpus_planned or p.disaggregated else _peer_gpus(p, target)
             out.append(scaling.Holder(p.name, gpus * p.max_replicas, planned=p.gpus_planned))
         elif p.published_gpus:
             out.append(scaling.Holder(p.name, p.published_gpus))
@@ -2047,7 +2064,7 @@ def compose(inputs: Inputs) -> Outcome:
             count = _pd_budget(spec, target, roles, others, created, out)
         else:
             count = _replicas(spec, target, plan, others, created, out)
-        if spec.llmd and not spec.engine.simulate:
+        if spec.llmd:
             roles = roles or [RolePlan("aggregated", None if count.autoscaled else count.low, plan)]
             engine = _build_llmd(spec, target, facts, roles, count, inputs, out)
         elif spec.engine.simulate:
@@ -2107,7 +2124,9 @@ def _plan_one(
     except sizing.SizingError as e:
         message = e.message.replace(sizing.GPU_FIELD, field_)
         where = field_ if gpus is not None else f"{P}.model"
-        raise SpecError(where, gpus or spec.model, f"{where}: {message}") from e
+        if not message.startswith(f"{where}: "):
+            message = f"{where}: {message}"
+        raise SpecError(where, gpus or spec.model, message) from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
         plan = sizing.fit_to_node(
             plan,
@@ -2198,17 +2217,18 @@ def _check_kv_transfer(
         raise SpecError(
             f"{f}.decode.gpu",
             d,
-            f"{f}: prefill on {p} GPU(s) and decode on {d}: NIXL moves the KV cache between "
-            "tensor parallel sizes only when one is a multiple of the other; use e.g. "
-            f"{f}.decode.gpu {p * 2 if p * 2 <= MAX_GPUS else p}",
+            f"{f}.decode.gpu: prefill on {p} GPU(s) and decode on {d}: NIXL moves the KV "
+            "cache between tensor parallel sizes only when one is a multiple of the other; "
+            f"use e.g. {f}.decode.gpu {p * 2 if p * 2 <= MAX_GPUS else p}",
         )
     if p > d and facts.kv_heads and p > facts.kv_heads:
         raise SpecError(
             f"{f}.prefill.gpu",
             p,
-            f"{f}: prefill on {p} GPUs replicates {spec.model}'s {facts.kv_heads} KV heads, "
-            f"and NIXL cannot send a replicated cache to a narrower decode side ({d} GPUs); "
-            f"use {f}.prefill.gpu {d} or fewer, or {f}.decode.gpu {p}",
+            f"{f}.prefill.gpu: prefill on {p} GPUs replicates {spec.model}'s "
+            f"{facts.kv_heads} KV heads, and NIXL cannot send a replicated cache to a "
+            f"narrower decode side ({d} GPUs); use {f}.prefill.gpu {d} or fewer, or "
+            f"{f}.decode.gpu {p}",
         )
     kinds = {r.engine.kv_cache_dtype for r in (prefill, decode) if r.engine is not None}
     if len(kinds) > 1:
@@ -2286,11 +2306,12 @@ def _build_llmd(
     InferencePool, the endpoint picker and its identity, the HTTPRoute on the cluster's
     Gateway; and as for the other backends the copied Secrets, KEDA, the Usages."""
     assert target.llmd_gateway is not None
-    image = spec.engine.image or inputs.llmd_engine_image
+    simulate = spec.engine.simulate
+    image = inputs.simulator_image if simulate else (spec.engine.image or inputs.llmd_engine_image)
     missing = [
         what
         for what, given in (
-            ("llmd.engine.image", image),
+            ("simulator.image" if simulate else "llmd.engine.image", image),
             ("llmd.endpointPicker.image", inputs.picker_image),
             ("llmd.routingSidecar.image", inputs.sidecar_image),
         )
@@ -2332,6 +2353,23 @@ def _build_llmd(
         )
     main: tuple[str, str, list[str]] | None = None
     budgets = []
+    if simulate:
+        # The simulator in place of vLLM, labelled as the pool's pods (no cache: nothing is
+        # downloaded).
+        sim = resources.dns_label(f"{spec.name}-sim")
+        args = _place_simulator(
+            spec,
+            target,
+            sim,
+            roles[0].plan,
+            image,
+            count,
+            max_len,
+            out,
+            pod_labels=llmd.role_labels(name, "aggregated"),
+        )
+        main = (sim, SIMULATOR, ["llm-d-inference-sim", *args])
+        roles = []
     for r in roles:
         cache, _ = _cache_plan(spec, target, facts, r.plan, inputs)
         cache_size = storage.quantity(cache.size_gib)
@@ -2395,7 +2433,7 @@ def _build_llmd(
         )
         budgets.append(f"{r.replicas or 'KEDA'} x {r.role} ({cache_size} each)")
         if r.role in ("aggregated", "decode"):
-            main = (group, key, args)
+            main = (group, key, ["vllm", "serve", *args])
     assert main is not None
     _place(
         spec,
@@ -2468,10 +2506,11 @@ def _build_llmd(
         suffix="route",
         readiness_cel=llmd.ROUTE_READY_CEL,
     )
-    group, key, args = main
+    group, key, command = main
     if count.autoscaled:
-        sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": group}
-        _scaler(spec, target, name, count, sts, out, service=engines)
+        kind = "Deployment" if simulate else "StatefulSet"
+        scaled = {"apiVersion": "apps/v1", "kind": kind, "name": group}
+        _scaler(spec, target, name, count, scaled, out, service=engines)
     _cluster_usage(spec, target, inputs, out)
     _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
@@ -2479,8 +2518,11 @@ def _build_llmd(
         Condition(
             "ModelCache",
             "True",
-            "PerPod",
-            f"each vLLM pod downloads {spec.model} into its own claim before vLLM starts "
+            "Simulated" if simulate else "PerPod",
+            f"{P}.engine.simulate: llm-d's inference simulator answers for {spec.model}; "
+            "nothing is downloaded"
+            if simulate
+            else f"each vLLM pod downloads {spec.model} into its own claim before vLLM starts "
             f"({', '.join(budgets)})",
         )
     )
@@ -2500,11 +2542,11 @@ def _build_llmd(
     return Engine(
         name=group,
         key=key,
-        command=["vllm", "serve", *args],
+        command=command,
         image=image,
         max_model_len=max_len,
         current=True,
-        simulated=False,
+        simulated=simulate,
     )
 
 

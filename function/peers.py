@@ -32,6 +32,9 @@ class Peer:
     # What the model's function already published (status): it runs with these.
     published_names: tuple[str, ...] = ()
     published_gpus: int | None = None  # status.replicas.max x status.plan.gpus
+    # Prefill and decode pods (disaggregation): `gpus` is all of theirs, the claim's own
+    # counts where it has published no plan (a missing gpu counted as one).
+    disaggregated: bool = False
 
     @property
     def model(self) -> str:
@@ -74,6 +77,18 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
     if most is None:
         most = _positive_int(dig(params, "autoscaling", "maxReplicas"))
         most = most or _positive_int(params.get("replicas")) or 1
+    pd = params.get("disaggregation")
+    if isinstance(pd, dict):
+        # Prefill and decode pods: all their GPUs, as one "replica" (its status says them).
+        planned = _positive_int(dig(xr, "status", "plan", "disaggregation", "gpus"))
+        sides = [pd.get(s) if isinstance(pd.get(s), dict) else {} for s in ("prefill", "decode")]
+        asked = sum(
+            (_positive_int(s.get("gpu")) or 1) * (_positive_int(s.get("replicas")) or 1)
+            for s in sides
+        )
+        gpus = planned or asked
+        allowed = most = 1
+        known = planned is not None or all(_positive_int(s.get("gpu")) for s in sides)
     namespace = params.get("targetNamespace")
     simulate = dig(params, "engine", "simulate") is True
     return Peer(
@@ -84,7 +99,8 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         gpus=gpus or 1,
         max_replicas=most,
         simulate=simulate,
-        gpus_planned=gpus is not None,
+        gpus_planned=known if isinstance(pd, dict) else gpus is not None,
+        disaggregated=isinstance(pd, dict),
         published_names=_strings(dig(xr, "status", "servedModelNames")),
         published_gpus=planned * allowed if planned and allowed and not simulate else None,
     )

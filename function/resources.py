@@ -580,10 +580,12 @@ def simulator_deployment(
     requests: Mapping[str, str],
     limits: Mapping[str, str],
     node_selector: Mapping[str, str] | None = None,
+    pod_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """llm-d's inference simulator as the engine: CPU only, non-root, ready once it answers
-    /health/ready (503 while a --startup-duration runs, like an engine loading weights)."""
-    pod_labels = labels(name)
+    /health/ready (503 while a --startup-duration runs, like an engine loading weights).
+    `pod_labels`: an llm-d model's (its InferencePool selects them), else the engine's."""
+    pod_labels = dict(pod_labels or labels(name))
     probe_port = {"port": "http"}
     container: dict[str, Any] = {
         "name": "simulator",

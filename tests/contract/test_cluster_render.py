@@ -529,6 +529,18 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
             {"provider": "local", "models": [{"model": "a/b", "aliases": ["bad alias"]}]},
             "aliases",
         ),
+        (
+            {"provider": "local", "gpu": {"enabled": True, "rdma": {"resource": "rdma/ib"}}},
+            "enabled",
+        ),
+        (
+            {
+                "provider": "local",
+                "gpu": {"enabled": True, "rdma": {"enabled": True, "resource": "RDMA IB"}},
+            },
+            "spec.parameters.gpu.rdma.resource",
+        ),
+        ({"provider": "local", "apps": {"llmd": {"enabled": "yes"}}}, "apps.llmd.enabled"),
     ],
 )
 def test_xrd_rejects_what_openapi_and_cel_can(

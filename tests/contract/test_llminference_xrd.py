@@ -84,6 +84,20 @@ ACCEPTED = [
         "simulated",
         xr(model="a/b", engine={"simulate": True, "extraArgs": ["--max-num-seqs", "1"]}),
     ),
+    (
+        "llm-d with a profile",
+        xr(model="a/b", backend="llmd", llmd={"profile": "load"}, clusterRef={"name": "c"}),
+    ),
+    (
+        "llm-d disaggregated",
+        xr(
+            model="a/b",
+            backend="llmd",
+            clusterSelector={"matchLabels": {"gpu": "h100"}},
+            disaggregation={"prefill": {"replicas": 4, "gpu": 1}, "decode": {"gpu": 4}},
+        ),
+    ),
+    ("the production stack by name", xr(model="a/b", backend="productionStack")),
 ]
 
 
@@ -168,6 +182,42 @@ REJECTED = [
         "aliases must not repeat model",
     ),
     ("nine aliases", xr(model="a/b", aliases=[f"x{i}" for i in range(9)]), "aliases"),
+    ("unknown backend", xr(model="a/b", backend="vllm"), "spec.parameters.backend"),
+    (
+        "unknown llm-d profile",
+        xr(model="a/b", backend="llmd", clusterRef={"name": "c"}, llmd={"profile": "x"}),
+        "spec.parameters.llmd.profile",
+    ),
+    (
+        "llm-d settings on the production stack (CEL)",
+        xr(model="a/b", llmd={"profile": "load"}),
+        "llmd applies only with backend: llmd",
+    ),
+    (
+        "disaggregation on the production stack (CEL)",
+        xr(model="a/b", clusterRef={"name": "c"}, disaggregation={"prefill": {}}),
+        "disaggregation runs on llm-d: set backend: llmd",
+    ),
+    (
+        "disaggregation beside gpu (CEL)",
+        xr(model="a/b", backend="llmd", clusterRef={"name": "c"}, gpu=2, disaggregation={}),
+        "disaggregation is exclusive with gpu, replicas and autoscaling",
+    ),
+    (
+        "llm-d without a cluster (CEL)",
+        xr(model="a/b", backend="llmd"),
+        "backend llmd attaches the model to an InferenceCluster's Gateway",
+    ),
+    (
+        "a disaggregated side wider than a node",
+        xr(
+            model="a/b",
+            backend="llmd",
+            clusterRef={"name": "c"},
+            disaggregation={"decode": {"gpu": 16}},
+        ),
+        "spec.parameters.disaggregation.decode.gpu",
+    ),
     (
         "simulated with an engine image (CEL)",
         xr(model="a/b", engine={"simulate": True, "image": "docker.io/x/y:1"}),

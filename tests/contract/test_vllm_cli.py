@@ -57,6 +57,11 @@ def _commands() -> list[tuple[str, list[str]]]:
                             for a in c["args"][1:]
                         ]
                         out.append((f"{path.name} {role}", args))
+                elif m.get("kind") == "StatefulSet":  # an llm-d model's pods
+                    c = m["spec"]["template"]["spec"]["containers"][0]
+                    assert c["command"] == ["vllm", "serve"]
+                    role = m["metadata"]["labels"]["llm-d.ai/role"]
+                    out.append((f"{path.name} {role}", c["args"][1:]))
     return out
 
 
@@ -66,6 +71,8 @@ COMMANDS = _commands()
 def test_the_examples_have_both_kinds_of_engine() -> None:
     assert any("leaderTemplate" in w for w, _ in COMMANDS)
     assert any("workerTemplate" in w for w, _ in COMMANDS)
+    for role in ("both", "prefill", "decode"):  # llm-d: aggregated, and disaggregated
+        assert any(w.endswith(f" {role}") for w, _ in COMMANDS), role
     assert sum(1 for w, _ in COMMANDS if " " not in w) >= 5
 
 
