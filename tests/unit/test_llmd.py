@@ -671,3 +671,20 @@ def test_sizing_is_the_production_stacks() -> None:
     )
     assert out.status["plan"]["gpus"] == plan.gpus
     assert out.status["plan"]["maxModelLen"] == plan.max_model_len
+
+
+def test_the_plugin_names_are_those_of_the_pinned_router() -> None:
+    """function/llmd.yaml was read from the llm-d-router release kcl/versions.k pins, whose
+    images the Composition passes."""
+    import re
+
+    from conftest import ROOT
+
+    versions = (ROOT / "kcl" / "versions.k").read_text()
+    pin = re.search(r'^llm_d_router = "([^"]+)"', versions, re.MULTILINE)
+    assert pin and llmd.data()["router"] == pin.group(1)
+    images = llmd_images()
+    assert images["picker_image"].endswith(f":{pin.group(1)}")
+    assert images["sidecar_image"].endswith(f":{pin.group(1)}")
+    vllm = re.search(r'^vllm_version = "([^"]+)"', versions, re.MULTILINE)
+    assert vllm and images["llmd_engine_image"].endswith(f":v{vllm.group(1)}")
