@@ -299,6 +299,20 @@ class _AsyncBridge:
         return cls.loop.run_until_complete(awaitable)
 
 
+# A step's input as a protobuf Struct, kept per input object: the loaded package is shared by
+# every render, and the InferenceCluster's input (its KCL program and the CRDs apps.llmd
+# installs) is large enough that converting it for each claim would dominate.
+_INPUTS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _input_struct(step_input: dict[str, Any]) -> Any:
+    kept = _INPUTS.get(id(step_input))
+    if kept is None or kept[0] is not step_input:
+        kept = (step_input, to_struct(step_input))
+        _INPUTS[id(step_input)] = kept
+    return kept[1]
+
+
 def _call(runner: StepRunner, req: Any) -> Any:
     rsp = runner(req)
     if inspect.isawaitable(rsp):
@@ -532,7 +546,7 @@ def render(
         if fctx is not None:
             req.context.CopyFrom(fctx)
         if isinstance(step.get("input"), dict):
-            req.input.CopyFrom(to_struct(step["input"]))
+            req.input.CopyFrom(_input_struct(step["input"]))
         for sel in _requirement_selectors(step):
             name = str(sel.get("requirementName", ""))
             req.required_resources[name].CopyFrom(
