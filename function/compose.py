@@ -2447,12 +2447,12 @@ def _build_llmd(
         LLMD_ROUTER_IDENTITY, llmd.router_identity(name=router, **meta), strict=True
     ):
         _place(spec, target, key, manifest, out, suffix=key)
-    config = llmd.epp_config(spec.llmd_profile, disaggregated)
+    config = llmd.epp_config_text(spec.llmd_profile, disaggregated)
     _place(
         spec,
         target,
         LLMD_PICKER_CONFIG,
-        llmd.epp_config_map(name=picker, config=config, **meta),
+        llmd.epp_config_map(name=picker, text=config, **meta),
         out,
         suffix="epp-config",
     )

@@ -230,14 +230,21 @@ def config_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+@functools.cache
+def epp_config_text(profile: str, disaggregated: bool) -> str:
+    """The picker's configuration file: one per profile and mode, written once."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(epp_config(profile, disaggregated), Dumper=dumper, sort_keys=False)
+
+
 def epp_config_map(
-    *, name: str, namespace: str, model: str, labels_of: str, config: Mapping[str, Any]
+    *, name: str, namespace: str, model: str, labels_of: str, text: str
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(name, namespace, model, labels_of, "endpoint-picker"),
-        "data": {EPP_CONFIG_FILE: yaml.safe_dump(dict(config), sort_keys=False)},
+        "data": {EPP_CONFIG_FILE: text},
     }
 
 
@@ -286,7 +293,7 @@ def epp_deployment(
     pool: str,
     service_account: str,
     config_map: str,
-    config: Mapping[str, Any],
+    config: str,
 ) -> dict[str, Any]:
     """The endpoint picker, as the llm-d-router v0.10.0 chart runs it for one replica
     (config/charts/routerlib/templates/_deployment.yaml): one active picker (its prefix
@@ -295,7 +302,7 @@ def epp_deployment(
     (TokenReviews), which a model's identity may not create."""
     pod_labels = labels(labels_of, "endpoint-picker") | {"app.kubernetes.io/instance": name}
     health = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"}}
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(config.encode()).hexdigest()[:16]
     container = {
         "name": "epp",
         "image": image,
