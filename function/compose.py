@@ -240,7 +240,7 @@ def _check_tenancy(spec: LLMSpec, target: Target) -> None:
         return  # Crossplane composes into the claim's own namespace
     if spec.target_namespace:
         field = f"{P}.targetNamespace"
-    elif target.cluster:
+    elif target.cluster and not spec.llmd:
         field = spec.cluster_field  # the cluster's router namespace
     else:
         field = "metadata.namespace"  # the claim's own namespace name
@@ -376,6 +376,7 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
             # that cluster's router.
             _check_tenancy(as_ref, target)
             _check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
+            _check_host(as_ref, target, others, created)
         except SpecError as e:
             problem = e.message.split(": ", 1)[1] if e.message.startswith(P) else e.message
         held = sum(h.gpus for h in _holders(as_ref, target, others, created))
@@ -760,6 +761,8 @@ def _plan(
             + (f", or did you mean {near}?" if near else ""),
         )
     engine = _engine_settings(spec)
+    if facts is not None and _hybrid_off(spec):
+        facts = dataclasses.replace(facts, hybrid_kv=False)
     try:
         if facts is None:
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
@@ -791,6 +794,18 @@ def _plan(
             f"{plan.shortfall}",
         )
     return facts, plan, source
+
+
+def _hybrid_off(spec: LLMSpec) -> bool:
+    """Whether the claim's own arguments turn vLLM's hybrid KV cache manager off: explicitly,
+    or with a KV connector and no stated preference (vLLM 0.17.1 config/vllm.py), so that
+    windowed layers take full-length KV."""
+    args = spec.engine.extra_args
+    if engine_args.sets(args, "--no-disable-hybrid-kv-cache-manager"):
+        return False
+    return engine_args.sets(args, "--disable-hybrid-kv-cache-manager") or engine_args.sets(
+        args, "--kv-transfer-config"
+    )
 
 
 def _behind_router(spec: LLMSpec, target: Target) -> bool:
@@ -1861,6 +1876,41 @@ def _check_served_names(
             )
 
 
+def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created: str) -> None:
+    """A host is one model's. On one cluster the model that asked first keeps it; and an llm-d
+    model may not take a name the cluster itself answers to (the Gateway's Service, anything
+    under .svc or .cluster.local): a route with that host would win over every model served
+    under a path of the Gateway, and receive their requests."""
+    host = spec.ingress_host
+    if not host:
+        return
+    f = f"{P}.ingressHost"
+    if spec.llmd and target.llmd_gateway is not None:
+        gw_ns, gw_name = target.llmd_gateway
+        internal = host.endswith((".svc", ".cluster.local", ".local")) or host in (
+            gw_name,
+            f"{gw_name}.{gw_ns}",
+        )
+        if internal:
+            raise SpecError(
+                f,
+                host,
+                f"{f}: {host} is a name inside the cluster, where the Gateway "
+                f"{gw_ns}/{gw_name} serves every llm-d model under its own path; a route for it "
+                "would take their requests. Use a public DNS name for this model, or none (it "
+                "is served under its path of the Gateway)",
+            )
+    for peer in others:
+        if peer.ingress_host == host and peer.before(created, spec.name):
+            raise SpecError(
+                f,
+                host,
+                f"{f}: {host} is already the host of LLMInference {spec.namespace}/{peer.name} "
+                f"on InferenceCluster {target.cluster}, created before this one; choose another "
+                "host",
+            )
+
+
 def _check_keda(spec: LLMSpec, target: Target) -> None:
     if spec.autoscaling is None or target.cluster is None or target.keda:
         return
@@ -2020,6 +2070,7 @@ def compose(inputs: Inputs) -> Outcome:
         others = _peers(spec, target, inputs, out)
         created = _created(inputs)
         _check_served_names(spec, target, others, created, inputs.xr, out)
+        _check_host(spec, target, others, created)
         _check_keda(spec, target)
         if spec.llmd and target.llmd_gateway is None:
             raise SpecError(
@@ -2148,9 +2199,10 @@ def _plan_disaggregated(
     spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
 ) -> tuple[catalog.ModelFacts, sizing.Plan, str, list[RolePlan]]:
     """The prefill and decode plans of a disaggregated model. Both run with vLLM's NIXL
-    connector, which turns vLLM 0.17.1's hybrid KV cache manager off (config/vllm.py: a
-    `--kv-transfer-config` disables it unless the connector supports it, and NixlConnector
-    does not), so windowed layers are sized as full ones. Prefill favours compute: by default
+    connector, and vLLM 0.17.1 turns its hybrid KV cache manager off whenever a
+    `--kv-transfer-config` is set and the claim states no preference (config/vllm.py), so
+    windowed layers are sized as full ones (and stating one is refused: NixlConnector
+    cannot run with the manager, kv_connector/factory.py). Prefill favours compute: by default
     the fewest GPUs that hold the model, so more pods prefill side by side. Decode favours KV
     memory: by default twice that (llm-d's P/D guide runs prefill at TP 1 and decode at TP 4),
     more room for the requests it decodes together."""
@@ -2189,7 +2241,9 @@ def _plan_disaggregated(
     if decode_gpus is None:
         decode_gpus = prefill.gpus
         wider = prefill.gpus * 2
-        if wider <= target.gpu.per_node:
+        if wider <= target.gpu.per_node and not _kv_transfer_problem(
+            spec, facts, prefill.gpus, wider
+        ):
             try:
                 sizing.plan(pd_facts, wider, target.gpu, engine, 1)
                 decode_gpus = wider
@@ -2204,32 +2258,62 @@ def _plan_disaggregated(
     return facts, decode, source, roles
 
 
-def _check_kv_transfer(
-    spec: LLMSpec, facts: catalog.ModelFacts, prefill: sizing.Plan, decode: sizing.Plan
-) -> None:
-    """What vLLM 0.17.1's NIXL connector needs of the two sides: one tensor parallel size a
-    multiple of the other (kv_connector/utils.py `tp_ratio`), no wider prefill than decode
-    when the prefill side replicates KV heads (nixl_connector.py
-    `_validate_remote_agent_handshake`), the same KV cache dtype (its compatibility hash)."""
+def _kv_transfer_problem(
+    spec: LLMSpec, facts: catalog.ModelFacts, p: int, d: int
+) -> tuple[str, int, str] | None:
+    """Why vLLM 0.17.1's NIXL connector could not move the KV cache from prefill pods of `p`
+    GPUs to decode pods of `d`: (field, value, message), or None.
+
+    - one tensor parallel size must be a multiple of the other (kv_connector/utils.py
+      `tp_ratio`);
+    - a side replicates the KV heads when its size is at least their number
+      (`is_kv_replicated`: tp // kv_heads >= 1); a wider prefill side may not replicate
+      (nixl_connector.py `_validate_remote_agent_handshake`), and a wider decode side may
+      replicate only if prefill does too (its block length must be prefill's divided by the
+      ratio). MLA caches a latent vector, not heads: any ratio goes."""
     f = f"{P}.disaggregation"
-    p, d = prefill.tensor_parallel_size, decode.tensor_parallel_size
     if max(p, d) % min(p, d):
-        raise SpecError(
+        return (
             f"{f}.decode.gpu",
             d,
             f"{f}.decode.gpu: prefill on {p} GPU(s) and decode on {d}: NIXL moves the KV "
             "cache between tensor parallel sizes only when one is a multiple of the other; "
             f"use e.g. {f}.decode.gpu {p * 2 if p * 2 <= MAX_GPUS else p}",
         )
-    if p > d and facts.kv_heads and p > facts.kv_heads:
-        raise SpecError(
+    kv = facts.kv_heads
+    if not kv or any(g.kind == "mla" for g in facts.kv_layers):
+        return None
+    if p > d and p >= kv:
+        return (
             f"{f}.prefill.gpu",
             p,
-            f"{f}.prefill.gpu: prefill on {p} GPUs replicates {spec.model}'s "
-            f"{facts.kv_heads} KV heads, and NIXL cannot send a replicated cache to a "
-            f"narrower decode side ({d} GPUs); use {f}.prefill.gpu {d} or fewer, or "
-            f"{f}.decode.gpu {p}",
+            f"{f}.prefill.gpu: prefill on {p} GPUs holds one of {spec.model}'s {kv} KV heads "
+            f"per GPU or fewer (replicated), and NIXL cannot send a replicated cache to a "
+            f"narrower decode side ({d} GPUs); use {f}.prefill.gpu {max(1, kv // 2)} or "
+            f"fewer, or {f}.decode.gpu {p}",
         )
+    if d > p and d > kv and p < kv:
+        return (
+            f"{f}.decode.gpu",
+            d,
+            f"{f}.decode.gpu: decode on {d} GPUs replicates {spec.model}'s {kv} KV heads "
+            f"while prefill on {p} splits them, and NIXL cannot fit the one layout into the "
+            f"other; use {f}.decode.gpu {kv} or fewer, or {f}.prefill.gpu {kv} or more",
+        )
+    return None
+
+
+def _check_kv_transfer(
+    spec: LLMSpec, facts: catalog.ModelFacts, prefill: sizing.Plan, decode: sizing.Plan
+) -> None:
+    """What NIXL needs of the two sides (`_kv_transfer_problem`), and the same KV cache dtype
+    on both (its compatibility hash)."""
+    f = f"{P}.disaggregation"
+    problem = _kv_transfer_problem(
+        spec, facts, prefill.tensor_parallel_size, decode.tensor_parallel_size
+    )
+    if problem:
+        raise SpecError(*problem)
     kinds = {r.engine.kv_cache_dtype for r in (prefill, decode) if r.engine is not None}
     if len(kinds) > 1:
         raise SpecError(

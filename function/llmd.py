@@ -82,10 +82,6 @@ SIDECAR_CONNECTOR = "nixlv2"
 NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 ENGINE_READY_CEL = "has(object.status.readyReplicas) && object.status.readyReplicas >= 1"
 EPP_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
-POOL_READY_CEL = (
-    "has(object.status.parents) && object.status.parents.exists(p, has(p.conditions) && "
-    "p.conditions.exists(c, c.type == 'Accepted' && c.status == 'True'))"
-)
 ROUTE_READY_CEL = (
     "has(object.status.parents) && object.status.parents.exists(p, has(p.conditions) && "
     "p.conditions.exists(c, c.type == 'Accepted' && c.status == 'True'))"
@@ -135,8 +131,12 @@ def pool_selector(name: str) -> dict[str, str]:
 
 def role_labels(name: str, role: str) -> dict[str, str]:
     """A vLLM pod's labels: the pool's, and its role for the picker's prefill and decode
-    filters (an aggregated pod is `both`, which either accepts: filter/bylabel/roles.go)."""
-    return pool_selector(name) | {ROLE_LABEL: "both" if role == "aggregated" else role}
+    filters (an aggregated pod is `prefill-decode`, which either accepts; `both` is its
+    deprecated spelling: filter/bylabel/roles.go)."""
+    return pool_selector(name) | {ROLE_LABEL: AGGREGATED_ROLE if role == "aggregated" else role}
+
+
+AGGREGATED_ROLE = "prefill-decode"
 
 
 def group_name(name: str, role: str, cache_size: str, cache_class: str | None) -> str:
@@ -144,7 +144,9 @@ def group_name(name: str, role: str, cache_size: str, cache_class: str | None) -
     with `-<ordinal>` and `-<10-character hash>`), and new when its model cache changes (a
     StatefulSet's volumeClaimTemplates cannot), so Crossplane replaces it instead of retrying
     an update the API server refuses."""
-    digest = hashlib.sha256(f"{cache_size}/{cache_class}".encode()).hexdigest()[:6]
+    # The whole name is in the digest: two claims whose names share their first 36
+    # characters get two StatefulSets.
+    digest = hashlib.sha256(f"{name}/{cache_size}/{cache_class}".encode()).hexdigest()[:6]
     short = {"aggregated": "vllm", "prefill": "prefill", "decode": "decode"}[role]
     return f"{name[:36].rstrip('-')}-{short}-{digest}"
 
@@ -299,7 +301,7 @@ def epp_deployment(
     (config/charts/routerlib/templates/_deployment.yaml): one active picker (its prefix
     bookkeeping is in memory), replaced at once on change (Recreate), gRPC probes on its
     health port. Metrics without authentication: checking tokens would need a ClusterRole
-    (TokenReviews), which a model's identity may not create."""
+    (TokenReviews), which a model's identity may not create; so no profiler either."""
     pod_labels = labels(labels_of, "endpoint-picker") | {"app.kubernetes.io/instance": name}
     health = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"}}
     digest = hashlib.sha256(config.encode()).hexdigest()[:16]
@@ -321,6 +323,9 @@ def epp_deployment(
             "--grpc-health-port",
             str(EPP_HEALTH_PORT),
             "--metrics-endpoint-auth=false",
+            # Its metrics port is open in the cluster: no profiler there (v0.10.0 turns
+            # pprof on by default, pkg/epp/server/options.go).
+            "--enable-pprof=false",
             "--tracing=false",
         ],
         "ports": [
@@ -602,12 +607,19 @@ def engine_statefulset(
                     f"--model-server-port={DECODE_VLLM_PORT}",
                     f"--kv-connector={SIDECAR_CONNECTOR}",
                     "--secure-proxy=false",
-                    # Calls only prefill pods of this model's pool, whatever a request's
-                    # header names (pkg/sidecar/proxy/allowlist.go).
+                    # Calls only pods of this model's pool, whatever a request's header
+                    # names (pkg/sidecar/proxy/allowlist.go).
                     "--enable-ssrf-protection=true",
                     f"--inference-pool={namespace}/{pool}",
                 ],
                 "ports": [{"name": "proxy", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+                # It listens only once its allowlist has synced: the pod is not ready before
+                # (pkg/sidecar/proxy/proxy.go `GET /health`).
+                "readinessProbe": {
+                    "httpGet": {"path": "/health", "port": ENGINE_PORT},
+                    "periodSeconds": 5,
+                    "failureThreshold": 3,
+                },
                 "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
                 "securityContext": {
                     "runAsNonRoot": True,

@@ -35,6 +35,7 @@ class Peer:
     # Prefill and decode pods (disaggregation): `gpus` is all of theirs, the claim's own
     # counts where it has published no plan (a missing gpu counted as one).
     disaggregated: bool = False
+    ingress_host: str | None = None  # spec.parameters.ingressHost
 
     @property
     def model(self) -> str:
@@ -101,6 +102,7 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         simulate=simulate,
         gpus_planned=known if isinstance(pd, dict) else gpus is not None,
         disaggregated=isinstance(pd, dict),
+        ingress_host=host if isinstance(host := params.get("ingressHost"), str) and host else None,
         published_names=_strings(dig(xr, "status", "servedModelNames")),
         published_gpus=planned * allowed if planned and allowed and not simulate else None,
     )

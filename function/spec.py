@@ -795,6 +795,14 @@ def _disaggregation(params: dict, backend: str, engine: EngineOverrides) -> Disa
             f"{P}.engine.extraArgs: --kv-transfer-config is {f}'s: the prefill and decode "
             "pods move the KV cache with vLLM's NixlConnector, which the function configures",
         )
+    if engine_args.sets(engine.extra_args, "--no-disable-hybrid-kv-cache-manager"):
+        raise SpecError(
+            f"{P}.engine.extraArgs",
+            "--no-disable-hybrid-kv-cache-manager",
+            f"{P}.engine.extraArgs: --no-disable-hybrid-kv-cache-manager would stop vLLM "
+            f"{vllm_cli.VERSION} from starting with {f}: its NIXL connector does not support "
+            "the hybrid KV cache manager (kv_connector/factory.py); remove it",
+        )
     owned_env = [k for k, _ in engine.env if k.startswith("VLLM_NIXL_")]
     if owned_env:
         raise SpecError(

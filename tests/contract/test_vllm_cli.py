@@ -71,7 +71,7 @@ COMMANDS = _commands()
 def test_the_examples_have_both_kinds_of_engine() -> None:
     assert any("leaderTemplate" in w for w, _ in COMMANDS)
     assert any("workerTemplate" in w for w, _ in COMMANDS)
-    for role in ("both", "prefill", "decode"):  # llm-d: aggregated, and disaggregated
+    for role in ("prefill-decode", "prefill", "decode"):  # llm-d: aggregated, and disaggregated
         assert any(w.endswith(f" {role}") for w, _ in COMMANDS), role
     assert sum(1 for w, _ in COMMANDS if " " not in w) >= 5
 

@@ -126,7 +126,7 @@ def test_an_aggregated_model_is_pods_a_pool_a_picker_and_a_route() -> None:
         ]
     )
     assert not [k for k in out.resources if k.startswith((RUNTIME, INGRESS))], "no production stack"
-    sts = engine(out, "both")
+    sts = engine(out, "prefill-decode")
     pool = of_kind(out, "InferencePool")[0]
     pod = sts["spec"]["template"]
     # The pool selects the pods; the picker is the pool's, reached on its gRPC port.
@@ -456,7 +456,42 @@ REFUSALS: list[tuple[str, dict, dict | None, str, str]] = [
         claim("Qwen/Qwen2.5-1.5B-Instruct", **pd({"gpu": 4}, {"gpu": 2})),
         None,
         "spec.parameters.disaggregation.prefill.gpu",
-        "replicates Qwen/Qwen2.5-1.5B-Instruct's 2 KV heads",
+        "holds one of Qwen/Qwen2.5-1.5B-Instruct's 2 KV heads per GPU or fewer (replicated)",
+    ),
+    (
+        "one KV head per prefill GPU to a narrower decode side",
+        claim("Qwen/Qwen2.5-7B-Instruct", **pd({"gpu": 4}, {"gpu": 2})),
+        None,
+        "spec.parameters.disaggregation.prefill.gpu",
+        "NIXL cannot send a replicated cache to a narrower decode side (2 GPUs)",
+    ),
+    (
+        "a wider decode side replicating heads prefill splits",
+        claim("Qwen/Qwen3-30B-A3B", **pd({"gpu": 1}, {"gpu": 8})),
+        None,
+        "spec.parameters.disaggregation.decode.gpu",
+        "decode on 8 GPUs replicates Qwen/Qwen3-30B-A3B's 4 KV heads while prefill on 1 splits",
+    ),
+    (
+        "the hybrid KV cache manager forced on",
+        claim(engine={"extraArgs": ["--no-disable-hybrid-kv-cache-manager"]}, **pd()),
+        None,
+        "spec.parameters.engine.extraArgs",
+        "its NIXL connector does not support the hybrid KV cache manager",
+    ),
+    (
+        "a host the Gateway answers to",
+        claim(ingressHost="inference-gateway.agentgateway-system.svc.cluster.local"),
+        None,
+        "spec.parameters.ingressHost",
+        "a route for it would take their requests",
+    ),
+    (
+        "the Gateway's short name",
+        claim(ingressHost="inference-gateway.agentgateway-system"),
+        None,
+        "spec.parameters.ingressHost",
+        "is a name inside the cluster",
     ),
     (
         "tensor parallel sizes neither of which divides the other",
@@ -641,7 +676,7 @@ def test_an_autoscaled_llmd_model_scales_its_statefulset() -> None:
     assert out.fatal is None, out.fatal
     valid(out)
     scaler = manifests(out)[SCALER]
-    sts = engine(out, "both")
+    sts = engine(out, "prefill-decode")
     assert scaler["spec"]["scaleTargetRef"] == {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -655,7 +690,7 @@ def test_an_autoscaled_llmd_model_scales_its_statefulset() -> None:
 def test_a_new_cache_size_replaces_the_statefulset() -> None:
     small = run(claim(storage={"size": "100Gi"}))
     large = run(claim(storage={"size": "200Gi"}))
-    names = [engine(o, "both")["metadata"]["name"] for o in (small, large)]
+    names = [engine(o, "prefill-decode")["metadata"]["name"] for o in (small, large)]
     assert names[0] != names[1]
     assert all(len(n) <= 52 for n in names), "pod and revision labels stay within 63"
 
@@ -688,3 +723,88 @@ def test_the_plugin_names_are_those_of_the_pinned_router() -> None:
     assert images["sidecar_image"].endswith(f":{pin.group(1)}")
     vllm = re.search(r'^vllm_version = "([^"]+)"', versions, re.MULTILINE)
     assert vllm and images["llmd_engine_image"].endswith(f":v{vllm.group(1)}")
+
+
+# (model, prefill GPUs, decode GPUs) NIXL moves the cache between (vLLM 0.17.1)
+TRANSFERABLE = [
+    ("Qwen/Qwen3-30B-A3B", 1, 2),  # 4 KV heads: both split them
+    ("Qwen/Qwen3-30B-A3B", 4, 8),  # both replicate
+    ("Qwen/Qwen3-30B-A3B", 2, 1),  # a wider prefill that still splits them
+    ("Qwen/Qwen3-30B-A3B", 1, 4),  # decode at one head per GPU, not beyond
+    ("deepseek-ai/DeepSeek-V3", 8, 2),  # MLA: a latent vector, any ratio
+    ("deepseek-ai/DeepSeek-V3", 1, 8),
+]
+
+
+@pytest.mark.parametrize(("model", "p", "d"), TRANSFERABLE)
+def test_shapes_nixl_moves_are_accepted(model: str, p: int, d: int) -> None:
+    from function.catalog import lookup
+    from function.compose import _kv_transfer_problem
+    from function.spec import parse
+
+    spec = parse(claim(model, **pd()))
+    assert _kv_transfer_problem(spec, lookup(model), p, d) is None
+
+
+def test_the_default_decode_side_is_one_nixl_accepts() -> None:
+    """Twice prefill, unless NIXL could not pair them: then as wide as prefill."""
+    out = run(claim("Qwen/Qwen3-30B-A3B", **pd({"gpu": 4})))  # 8 would replicate 4 heads
+    assert out.fatal is None, out.fatal
+    assert out.status["plan"]["disaggregation"]["decode"]["gpus"] == 8  # both replicate
+    out = run(claim("Qwen/Qwen3-30B-A3B", **pd({"gpu": 2})))
+    assert out.status["plan"]["disaggregation"]["decode"]["gpus"] == 4
+
+
+def test_a_host_belongs_to_the_model_that_asked_first() -> None:
+    first = claim(name="first", ingressHost="chat.example.com")
+    first["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    second = claim(name="second", ingressHost="chat.example.com")
+    second["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    assert run(first, peers=[second]).fatal is None
+    out = run(second, peers=[first])
+    assert out.fatal == (
+        "spec.parameters.ingressHost: chat.example.com is already the host of LLMInference "
+        "a-team/first on InferenceCluster inference-llmd, created before this one; choose "
+        "another host"
+    )
+
+
+def test_claims_whose_names_share_a_prefix_get_their_own_statefulsets() -> None:
+    long = "qwen-production-assistant-for-team-a"
+    names = [
+        engine(run(claim(name=f"{long}{suffix}")), "prefill-decode")["metadata"]["name"]
+        for suffix in ("-blue", "-green")
+    ]
+    assert names[0] != names[1]
+
+
+def test_an_aggregated_model_with_its_own_kv_connector_sizes_windows_as_full() -> None:
+    """vLLM turns its hybrid KV cache manager off under any --kv-transfer-config the claim
+    sets, on either backend."""
+    model = "openai/gpt-oss-20b"
+    plain = run(claim(model, gpu=1))
+    lmcache = run(
+        claim(
+            model,
+            gpu=1,
+            engine={
+                "extraArgs": [
+                    "--kv-transfer-config",
+                    '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}',
+                ]
+            },
+        )
+    )
+    assert lmcache.fatal is None, lmcache.fatal
+    a = plain.status["plan"]["perGPU"]["kvBytesPerToken"]
+    b = lmcache.status["plan"]["perGPU"]["kvBytesPerToken"]
+    assert b == 2 * a
+
+
+def test_the_picker_and_the_sidecar_are_hardened() -> None:
+    out = run(claim(**pd()))
+    picker = next(iter(of_kind(out, "Deployment")))
+    args = picker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--enable-pprof=false" in args, "its metrics port is open in the cluster"
+    sidecar = engine(out, "decode")["spec"]["template"]["spec"]["initContainers"][1]
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
