@@ -393,7 +393,10 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
                 span=target.span,
             )
         )
-    low = spec.autoscaling.min_replicas if spec.autoscaling else (spec.replicas or 1)
+    if spec.disaggregation is not None:
+        low = 1  # the sizer counts every prefill and decode pod at once
+    else:
+        low = spec.autoscaling.min_replicas if spec.autoscaling else (spec.replicas or 1)
     size = _sizer(spec, facts, engine)
     decision = placement.place(candidates, size, low, current)
     out.placement = {
@@ -460,6 +463,10 @@ class _Sizer:
     def __call__(
         self, gpu_type: str | None, memory_gib: float, per_node: int, span: int = 1
     ) -> int | None:
+        if self.spec.llmd:
+            span = 1  # llm-d serves a replica from one pod
+        if self.spec.disaggregation is not None:
+            return self._exact(gpu_type, memory_gib, per_node, 1)[0]
         key = (gpu_type, memory_gib)
         if key not in self.widest:
             shape = GpuShape(memory_gib, max(per_node, MAX_GPUS), gpu_type, False)
@@ -472,6 +479,8 @@ class _Sizer:
         return self._exact(gpu_type, memory_gib, per_node, span)[0]
 
     def why_not(self, gpu_type: str | None, memory_gib: float, per_node: int, span: int = 1) -> str:
+        if self.spec.llmd:
+            span = 1
         return self._exact(gpu_type, memory_gib, per_node, span)[1]
 
     def _exact(
@@ -500,6 +509,13 @@ def _size_on(
     if spec.engine.simulate:
         return 0, ""  # no GPU
     what = f"{shape.per_node} x {shape.type or 'GPU'} ({shape.memory_gib:g} GiB) per node"
+    if spec.disaggregation is not None:
+        # Every prefill and decode pod, as one "replica" placement counts once.
+        try:
+            roles = _pd_roles(spec, facts, Target(None, "", gpu=shape), engine)
+        except SpecError as e:
+            return None, f"{what}: {e.message}"
+        return sum((r.replicas or 1) * r.plan.gpus for r in roles), ""
     if facts is None:
         if spec.gpu is not None and spec.gpu <= shape.per_node:
             return spec.gpu, ""
@@ -507,7 +523,7 @@ def _size_on(
     try:
         plan = sizing.plan(facts, spec.gpu, shape, engine, span)
     except sizing.SizingError as e:
-        return None, f"{what}: {e.message}"
+        return None, f"{what}: {_one_pod(e.message) if spec.llmd else e.message}"
     if not plan.fits:
         return None, f"{what}: {plan.shortfall or 'the model does not fit'}"
     return plan.gpus, ""
@@ -769,11 +785,12 @@ def _plan(
         else:
             plan = sizing.plan(facts, spec.gpu, target.gpu, engine, target.span)
     except sizing.SizingError as e:
-        if e.message.startswith(f"{P}."):
-            raise SpecError(e.field, e.value, e.message) from e
+        message = _one_pod(e.message) if spec.llmd else e.message
+        if message.startswith(f"{P}."):
+            raise SpecError(e.field, e.value, message) from e
         # The GPU count was the function's choice: the model is what does not fit.
         field = e.field if spec.gpu is not None else f"{P}.model"
-        raise SpecError(field, spec.model, f"{field}: {e.message}") from e
+        raise SpecError(field, spec.model, f"{field}: {message}") from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
         # Leave room for the model-cache Job, which may run beside the engine.
         plan = sizing.fit_to_node(
@@ -794,6 +811,16 @@ def _plan(
             f"{plan.shortfall}",
         )
     return facts, plan, source
+
+
+def _one_pod(message: str) -> str:
+    """A sizing refusal as an llm-d model hears it: its replicas (and its prefill and decode
+    pods) are one pod each, on one node, whatever the cluster runs."""
+    return message.replace(sizing.SPAN_HINT, " (llm-d serves a replica from one pod)").replace(
+        sizing.MULTINODE_HINT,
+        "; llm-d serves a replica from one pod: use the productionStack "
+        "backend on an InferenceCluster with apps.lws",
+    )
 
 
 def _hybrid_off(spec: LLMSpec) -> bool:
@@ -2173,7 +2200,7 @@ def _plan_one(
     try:
         plan = sizing.plan(facts, gpus, target.gpu, engine, 1)
     except sizing.SizingError as e:
-        message = e.message.replace(sizing.GPU_FIELD, field_)
+        message = _one_pod(e.message).replace(sizing.GPU_FIELD, field_)
         where = field_ if gpus is not None else f"{P}.model"
         if not message.startswith(f"{where}: "):
             message = f"{where}: {message}"
@@ -2206,10 +2233,25 @@ def _plan_disaggregated(
     the fewest GPUs that hold the model, so more pods prefill side by side. Decode favours KV
     memory: by default twice that (llm-d's P/D guide runs prefill at TP 1 and decode at TP 4),
     more room for the requests it decodes together."""
+    facts, source = _facts(spec, inputs, out)
+    roles = _pd_roles(spec, facts, target, _engine_settings(spec))
+    decode = next(r for r in roles if r.role == "decode")
+    assert facts is not None  # _pd_roles refuses a model it does not know
+    return facts, decode.plan, source, roles
+
+
+def _pd_roles(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    target: Target,
+    engine: sizing.EngineSettings,
+) -> list[RolePlan]:
+    """The prefill and decode pods of a disaggregated model on `target`'s GPU nodes, each on
+    one node; refused (SpecError naming the field) where the model or the GPUs cannot
+    support them. Pure: the plan and placement both call it."""
     d = spec.disaggregation
     assert d is not None
     f = f"{P}.disaggregation"
-    facts, source = _facts(spec, inputs, out)
     if facts is None:
         raise SpecError(
             f,
@@ -2234,7 +2276,6 @@ def _plan_disaggregated(
             "the NIXL connector turns that off (it does not support it); serve it aggregated",
         )
     pd_facts = dataclasses.replace(facts, hybrid_kv=False)
-    engine = _engine_settings(spec)
     one_node = dataclasses.replace(target, lws=False)
     prefill = _plan_one(spec, pd_facts, d.prefill.gpu, one_node, engine, f"{f}.prefill.gpu")
     decode_gpus = d.decode.gpu
@@ -2251,11 +2292,10 @@ def _plan_disaggregated(
                 pass  # the heads do not split that way: the same as prefill
     decode = _plan_one(spec, pd_facts, decode_gpus, one_node, engine, f"{f}.decode.gpu")
     _check_kv_transfer(spec, facts, prefill, decode)
-    roles = [
+    return [
         RolePlan("prefill", d.prefill.replicas, prefill),
         RolePlan("decode", d.decode.replicas, decode),
     ]
-    return facts, decode, source, roles
 
 
 def _kv_transfer_problem(

@@ -1,8 +1,10 @@
 """Placement: which of the InferenceClusters a claim's `clusterSelector` matches runs it.
 
-Pure decisions over plain data. A cluster is a candidate when it is Ready, runs the vLLM
-Production Stack, has a GPU that can hold the model (the function's own sizing for that
-GPU), and has the GPUs free for the model's smallest count of replicas: its pool
+Pure decisions over plain data. A cluster is a candidate when it is Ready, runs the claim's
+backend (the vLLM Production Stack, or llm-d), has a GPU that can hold the model (the
+function's own sizing for that GPU: an llm-d replica on one node, a disaggregated model as
+all its prefill and decode pods at once), and has the GPUs free for the model's smallest
+count of replicas: its pool
 (`gpu.maxNodes x gpu.perNode`) less what the models placed there hold (function/peers.py,
 as the GPU budget counts them). Among candidates the rule is stated and deterministic:
 

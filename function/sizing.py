@@ -409,6 +409,12 @@ def _gpus_word(gpus: int) -> str:
     return "GPU" if gpus == 1 else "GPUs"
 
 
+# Where a replica may span nodes, as refusals say it; a caller whose replicas never span
+# nodes (llm-d pods) replaces these.
+MULTINODE_HINT = ", an InferenceCluster with apps.lws"
+SPAN_HINT = " (an InferenceCluster with apps.lws spans nodes)"
+
+
 def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> str:
     known = None
     for size, label in KNOWN_GPU_SIZES:
@@ -419,7 +425,7 @@ def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> st
     example = (
         f" (e.g. {known})"
         if known
-        else " (larger than an H200: the model needs more than one node, an InferenceCluster with apps.lws)"
+        else f" (larger than an H200: the model needs more than one node{MULTINODE_HINT})"
     )
     need, _ = _required_gib(
         facts, gpus, GpuShape(memory_gib=1e6, per_node=gpus, type=None, assumed=True), engine
@@ -477,8 +483,8 @@ def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int
             GPU_FIELD,
             gpus,
             f"{GPU_FIELD}: {gpus} is more than the {gpu.per_node} GPUs a node has and this "
-            f"target serves a replica on one node (an InferenceCluster with apps.lws spans "
-            f"nodes), so use at most {gpu.per_node} (one of {use} for {facts.id})",
+            f"target serves a replica on one node{SPAN_HINT}, so use at most {gpu.per_node} "
+            f"(one of {use} for {facts.id})",
         )
     problem = _split_problem(facts, gpus)
     if problem:

@@ -21,6 +21,7 @@ from function.compose import (
     LLMD_PICKER,
     LLMD_POOL,
     LLMD_ROUTE,
+    PLACEMENT_REQUIREMENT,
     RUNTIME,
     SCALER,
     SIMULATOR,
@@ -808,3 +809,125 @@ def test_the_picker_and_the_sidecar_are_hardened() -> None:
     assert "--enable-pprof=false" in args, "its metrics port is open in the cluster"
     sidecar = engine(out, "decode")["spec"]["template"]["spec"]["initContainers"][1]
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+
+
+def placed_cluster(name: str, per_node: int = 8, max_nodes: int = 2, **status: Any) -> dict:
+    """The llm-d cluster of the examples under another name, labelled for a selector."""
+    c = cluster(gpu__perNode=per_node, gpu__maxNodes=max_nodes, **status)
+    c["metadata"] = {"name": name, "namespace": NS, "labels": {"team": "a"}}
+    c["status"]["providerConfigName"] = name
+    return c
+
+
+def place(xr: dict, clusters: list[dict]) -> Outcome:
+    params = xr["spec"]["parameters"]
+    params.pop("clusterRef")
+    params["clusterSelector"] = {"matchLabels": {"team": "a"}}
+    return compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            simulator_image=simulator_image(),
+            required={PLACEMENT_REQUIREMENT: clusters, PEERS: [xr], "inference-cluster": []},
+            **llmd_images(),
+        )
+    )
+
+
+def candidates(out: Outcome) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in (out.placement or {}).get("candidates", [])}
+
+
+GPT_OSS_PD = {"prefill": {"replicas": 2, "gpu": 1}, "decode": {"replicas": 1, "gpu": 4}}
+
+# (case, claim, clusters, chosen, {cluster: what its verdict says, and GPUs it counts})
+PLACEMENTS: list[tuple[str, dict, list[dict], str | None, dict[str, tuple[str, int | None]]]] = [
+    (
+        "a disaggregated model counts every prefill and decode GPU (2 x 1 + 1 x 4)",
+        claim("openai/gpt-oss-120b", "gpt", disaggregation=GPT_OSS_PD),
+        [placed_cluster("half", per_node=4, max_nodes=1), placed_cluster("whole")],
+        "whole",
+        {"half": ("needs 6 GPUs (1 x 6), 4 of 4 free", 6), "whole": ("chosen", 6)},
+    ),
+    (
+        "a disaggregated model needs an RDMA network",
+        claim("openai/gpt-oss-120b", "gpt", disaggregation=GPT_OSS_PD),
+        [placed_cluster("plain", gpu__rdma__enabled=False)],
+        None,
+        {"plain": ("no RDMA", None)},
+    ),
+    (
+        "on nodes of one GPU the decode side defaults to prefill's width",
+        claim(
+            "openai/gpt-oss-120b",
+            "gpt",
+            disaggregation={"prefill": {"replicas": 1, "gpu": 1}, "decode": {"replicas": 1}},
+        ),
+        [placed_cluster("narrow", per_node=1, max_nodes=8)],
+        "narrow",
+        {"narrow": ("chosen", 2)},
+    ),
+    (
+        "a side wider than a node fits nowhere",
+        claim("openai/gpt-oss-120b", "gpt", disaggregation=GPT_OSS_PD),
+        [placed_cluster("pairs", per_node=2, max_nodes=8)],
+        None,
+        {"pairs": ("spec.parameters.disaggregation.decode.gpu", None)},
+    ),
+    (
+        "an llm-d replica is one pod: no spanning nodes where LeaderWorkerSet runs",
+        claim("Qwen/Qwen3-235B-A22B", "qwen3"),
+        [placed_cluster("spans", per_node=4, max_nodes=4, apps__lws=True)],
+        None,
+        {"spans": ("4 x h100 (79.11 GiB) per node", None)},
+    ),
+    (
+        "a prefill side wider than a node says llm-d pods do not span nodes",
+        claim(
+            "openai/gpt-oss-120b",
+            "gpt",
+            disaggregation={"prefill": {"replicas": 1, "gpu": 4}, "decode": {"replicas": 1}},
+        ),
+        [placed_cluster("pairs", per_node=2, max_nodes=8, apps__lws=True)],
+        None,
+        {"pairs": ("(llm-d serves a replica from one pod)", None)},
+    ),
+    (
+        "an llm-d replica on one node of eight",
+        claim("Qwen/Qwen3-235B-A22B", "qwen3"),
+        [
+            placed_cluster("spans", per_node=4, max_nodes=4, apps__lws=True),
+            placed_cluster("wide", per_node=8, max_nodes=1),
+        ],
+        "wide",
+        {"wide": ("chosen", 8)},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "xr,clusters,expected,verdicts",
+    [pytest.param(*c[1:], id=c[0]) for c in PLACEMENTS],
+)
+def test_placement_sizes_llmd_models_as_they_will_run(
+    xr: dict, clusters: list[dict], expected: str | None, verdicts: dict
+) -> None:
+    out = place(copy.deepcopy(xr), clusters)
+    assert (out.placement or {}).get("cluster") == expected, out.placement
+    found = candidates(out)
+    for name, (says, gpus) in verdicts.items():
+        assert says in found[name]["reason"], found[name]
+        assert found[name].get("gpusPerReplica") == gpus, found[name]
+    if expected:
+        assert out.fatal is None, out.fatal
+
+
+def test_a_model_no_node_holds_is_pointed_at_the_production_stack() -> None:
+    """llm-d pods never span nodes: the refusal says which backend does, not that the
+    cluster's LeaderWorkerSet would help."""
+    out = run(claim("moonshotai/Kimi-K2-Instruct", "kimi"), cluster(apps__lws=True))
+    assert out.fatal and out.fatal.startswith("spec.parameters.model: "), out.fatal
+    assert "llm-d serves a replica from one pod: use the productionStack backend" in out.fatal
+    out = run(claim("Qwen/Qwen3-235B-A22B", "qwen3", gpu=8), cluster(gpu__perNode=4))
+    assert out.fatal and "(llm-d serves a replica from one pod)" in out.fatal, out.fatal
+    assert "apps.lws spans" not in out.fatal
