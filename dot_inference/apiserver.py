@@ -777,9 +777,114 @@ def _cel_program(expr: str) -> Any:
 _CEL_MEMO: dict[tuple[str, str, int], tuple[dict[str, Any], _CelOutcome]] = {}
 
 
+# `self` and the field names after it: self.a.b['c'] reads self.a.b (and what is under it),
+# has(self.a.b) only whether a has b.
+_SELF_CHAIN = re.compile(r"\bself((?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*)")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HAS_OPEN = re.compile(r"\bhas\s*\(\s*$")
+
+Path_ = tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=4096)
+def _self_paths(expr: str) -> tuple[tuple[Path_, ...], tuple[Path_, ...]] | None:
+    """The field paths under `self` a rule reads (property names, unescaped): those whose
+    value it reads, and those it only tests with has(); None when it may read all of `self`
+    (a bare `self`)."""
+    values: list[Path_] = []
+    present: list[Path_] = []
+    for m in _SELF_CHAIN.finditer(expr):
+        names = tuple(_unescape(n) for n in _NAME.findall(m.group(1)))
+        if not names:
+            return None
+        only_has = _HAS_OPEN.search(expr, 0, m.start()) and expr[m.end() :].lstrip()[:1] == ")"
+        (present if only_has else values).append(names)
+    return tuple(values), tuple(present)
+
+
+# How Kubernetes names a property as a CEL field (apiserver pkg/cel/escaping.go, documented
+# at kubernetes.io/docs/reference/using-api/cel/#escaping): a CEL keyword becomes __kw__, and
+# "__", ".", "-", "/" become __underscores__, __dot__, __dash__, __slash__.
+_CEL_RESERVED = frozenset(
+    [
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ]
+)
+_CEL_ESCAPES = {"__": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
+_CEL_ESCAPE = re.compile(r"__|[./-]")
+_CEL_UNESCAPE = re.compile(r"__(underscores|dot|dash|slash)__")
+_CEL_UNESCAPES = {v[2:-2]: k for k, v in _CEL_ESCAPES.items()}
+
+
+def _cel_escape(name: str) -> str:
+    if name in _CEL_RESERVED:
+        return f"__{name}__"
+    return _CEL_ESCAPE.sub(lambda m: _CEL_ESCAPES[m.group(0)], name)
+
+
+def _unescape(name: str) -> str:
+    inner = name[2:-2] if name.startswith("__") and name.endswith("__") else ""
+    if inner in _CEL_RESERVED:
+        return inner
+    return _CEL_UNESCAPE.sub(lambda m: _CEL_UNESCAPES[m.group(1)], name)
+
+
+def _read_part(instance: Any, values: tuple[Path_, ...], present: tuple[Path_, ...] = ()) -> Any:
+    """The part of `instance` a rule reads: each of `values` with what is under it, and for
+    each of `present` only that the field is there (as true). A missing field stays missing,
+    and a value that is not an object where a path goes on is kept whole (a list, or a
+    method call's receiver). A rule that reads only these evaluates the same over this part
+    as over the whole instance."""
+    if not isinstance(instance, dict):
+        return instance
+    part: dict[str, Any] = {}
+    for paths, whole in ((values, True), (present, False)):
+        for path in paths:
+            src, dst = instance, part
+            for i, name in enumerate(path):
+                if name not in src:
+                    break
+                value = src[name]
+                if i == len(path) - 1 and not whole:
+                    dst.setdefault(name, True)  # has(): only that it is there
+                    break
+                if i == len(path) - 1 or not isinstance(value, dict):
+                    dst[name] = value
+                    break
+                nxt = dst.get(name)
+                if nxt is value:
+                    break  # a shorter path keeps it whole
+                if not isinstance(nxt, dict):
+                    nxt = dst[name] = {}
+                src, dst = value, nxt
+    return part
+
+
 def _cel_run_memo(expr: str, program: Any, instance: Any, schema: dict[str, Any]) -> _CelOutcome:
+    paths = _self_paths(expr)
+    read = instance if paths is None else _read_part(instance, *paths)
     try:
-        key = (expr, json.dumps(instance, sort_keys=True), id(schema))
+        key = (expr, json.dumps(read, sort_keys=True), id(schema))
     except (TypeError, ValueError):
         return _cel_run(program, instance, schema)
     hit = _CEL_MEMO.get(key)
@@ -849,8 +954,15 @@ def _to_cel(value: Any, schema: dict[str, Any] | None) -> Any:
             if isinstance(s.get("additionalProperties"), dict)
             else None
         )
+        # A declared property is a CEL field, under its escaped name (self.__namespace__);
+        # a map's keys stay as they are (self['a-key']).
         return celtypes.MapType(
-            {celtypes.StringType(k): _to_cel(v, props.get(k, addl)) for k, v in value.items()}
+            {
+                celtypes.StringType(_cel_escape(k) if k in props else k): _to_cel(
+                    v, props.get(k, addl)
+                )
+                for k, v in value.items()
+            }
         )
     return value
 

@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from function import datafile
 from function.kv_cache import LayerGroup
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
@@ -500,8 +499,7 @@ def _rules(data: dict[str, Any]) -> _Rules:
 
 def load_catalog(path: Path = CATALOG_PATH) -> _Catalog:
     """Parse and validate a catalog file (``_catalog()`` caches the default one)."""
-    with path.open(encoding="utf-8") as handle:
-        data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = datafile.load(path)
     if not isinstance(data, dict) or not isinstance(data.get("families"), dict):
         raise CatalogError(f"{path}: expected a mapping with 'families'")
     rules = _rules(data)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from function import datafile
 
 LIMITS_PATH = Path(__file__).with_name("limits.yaml")
 
@@ -31,7 +31,7 @@ class GpuShape:
 
 
 def _load(path: Path = LIMITS_PATH) -> dict:
-    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return datafile.load(path)
 
 
 _DATA = _load()

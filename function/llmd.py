@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from function import datafile
 from function.resources import (
     CACHE_ENV,
     CACHE_MOUNT,
@@ -46,7 +47,7 @@ DATA_PATH = Path(__file__).with_name("llmd.yaml")
 
 @functools.cache
 def data() -> dict[str, Any]:
-    return yaml.safe_load(DATA_PATH.read_text())
+    return datafile.load(DATA_PATH)
 
 
 def profiles() -> tuple[str, ...]:

@@ -19,12 +19,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
-from function import engine_args
+from function import datafile, engine_args
 from function.engine_args import Problem
 
-_DATA = yaml.safe_load(Path(__file__).with_name("simulator_flags.yaml").read_text())
+_DATA = datafile.load(Path(__file__).with_name("simulator_flags.yaml"))
 VERSION: str = str(_DATA["version"])
 FLAGS: dict[str, str] = {f"--{name}": kind for name, kind in _DATA["flags"].items()}
 

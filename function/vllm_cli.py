@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from function import datafile
 
 FLAGS_FILE = Path(__file__).with_name("vllm_flags.yaml")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse: a value, not an option
@@ -32,7 +32,7 @@ _HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 @cache
 def _data() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(FLAGS_FILE.read_text())
+    loaded: dict[str, Any] = datafile.load(FLAGS_FILE)
     return loaded
 
 

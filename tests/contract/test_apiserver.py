@@ -10,6 +10,8 @@ import pytest
 
 from dot_inference.apiserver import (
     ValidationReport,
+    _read_part,
+    _self_paths,
     load_yaml_stream,
     object_id,
     schema_dirs,
@@ -521,3 +523,139 @@ def test_schema_changes_are_picked_up(tmp_path: Path) -> None:
     )
     second = validate_objects([obj], schema_paths=[tmp_path])
     assert second.ok, second.summary()
+
+
+def usage(of: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "protection.crossplane.io/v1beta1",
+        "kind": "Usage",
+        "metadata": {"name": "u", "namespace": "team-a"},
+        "spec": {"of": of, **spec},
+    }
+
+
+OF_ELSEWHERE = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "resourceRef": {"name": "s", "namespace": "b"},
+}
+BY = {"apiVersion": "v1", "kind": "Pod", "resourceRef": {"name": "p"}}
+
+# (case, object, the CEL message expected, or None when valid). Kubernetes names a property
+# that is a CEL keyword __kw__ (and "-", ".", "/", "__" escaped): Crossplane's Usage refuses a
+# cross-namespace `of` without `by` through self.of.resourceRef.__namespace__.
+ESCAPED = [
+    (
+        "escaped name read: cross-namespace of without by",
+        usage(OF_ELSEWHERE, reason="r"),
+        'cross-namespace "spec.of" is not allowed',
+    ),
+    ("escaped name read: with by", usage(OF_ELSEWHERE, by=BY), None),
+    (
+        "escaped name absent",
+        usage({**OF_ELSEWHERE, "resourceRef": {"name": "s"}}, reason="r"),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "says"), [c[1:] for c in ESCAPED], ids=[c[0] for c in ESCAPED])
+def test_cel_reads_escaped_property_names(obj: dict[str, Any], says: str | None) -> None:
+    report = validate_objects([obj], schema_paths=PATHS)
+    assert report.cel_not_evaluated == 0, report.cel_not_evaluated_rules
+    if says is None:
+        assert report.ok, report.summary()
+    else:
+        ((_, errors),) = report.invalid
+        assert any(says in e for e in errors), errors
+
+
+def test_cel_outcomes_are_reused_only_for_the_fields_a_rule_reads() -> None:
+    """A rule's outcome is remembered per value of the fields it reads: two Usages that differ
+    only in names share it, and one that differs in a field the rule reads does not."""
+    first = usage(OF_ELSEWHERE, reason="r")
+    renamed = copy.deepcopy(first)
+    renamed["spec"]["of"]["resourceRef"]["name"] = "other"
+    renamed["spec"]["reason"] = "another reason"
+    local = usage({**OF_ELSEWHERE, "resourceRef": {"name": "other"}}, reason="r")
+    for obj, ok in ((first, False), (renamed, False), (local, True), (first, False)):
+        assert validate_objects([obj], schema_paths=PATHS).ok is ok
+
+
+READS = [
+    ("fields", "has(self.a.b) && self.c == 1", ((("c",),), (("a", "b"),))),
+    (
+        "escaped",
+        "has(self.of.__namespace__) && self.x__dash__y",
+        ((("x-y",),), (("of", "namespace"),)),
+    ),
+    ("bare self", "size(self) > 1 && has(self.a)", None),
+    ("method on a field", "self.l.exists(x, x > 1)", ((("l", "exists"),), ())),
+    (
+        "has of a longer expression",
+        "has(self.a) && has(self.a.b.c) == (self.a.d)",
+        ((("a", "d"),), (("a",), ("a", "b", "c"))),
+    ),
+]
+
+
+@pytest.mark.parametrize(("expr", "paths"), [c[1:] for c in READS], ids=[c[0] for c in READS])
+def test_the_fields_a_rule_reads(expr: str, paths: tuple | None) -> None:
+    assert _self_paths(expr) == paths
+
+
+# (case, instance, value paths, has() paths, the part a rule reads)
+PARTS = [
+    ("missing stays missing", {"a": {"z": 1}, "c": 2}, (("a", "b"), ("c",)), (), {"a": {}, "c": 2}),
+    ("a list is kept whole", {"l": [1, 2], "m": 3}, (("l", "exists"),), (), {"l": [1, 2]}),
+    (
+        "a shorter path keeps the whole value",
+        {"a": {"b": 1, "z": 2}},
+        (("a", "b"), ("a",)),
+        (),
+        {"a": {"b": 1, "z": 2}},
+    ),
+    (
+        "and either order",
+        {"a": {"b": 1, "z": 2}},
+        (("a",), ("a", "b")),
+        (),
+        {"a": {"b": 1, "z": 2}},
+    ),
+    ("not an object", [1, 2], (("a",),), (), [1, 2]),
+    (
+        "has() reads only presence",
+        {"a": {"b": {"n": 1}}, "c": 1},
+        (),
+        (("a", "b"), ("d",)),
+        {"a": {"b": True}},
+    ),
+    (
+        "a value read wins over has()",
+        {"a": {"b": {"n": 1}}},
+        (("a", "b"),),
+        (("a", "b"),),
+        {"a": {"b": {"n": 1}}},
+    ),
+    (
+        "has() under a value kept whole",
+        {"a": {"b": 1, "c": 2}},
+        (("a",),),
+        (("a", "b"),),
+        {"a": {"b": 1, "c": 2}},
+    ),
+    (
+        "has() of a field and of one under it",
+        {"a": {"b": {"c": 1, "d": 2}}},
+        (),
+        (("a",), ("a", "b", "c")),
+        {"a": {"b": {"c": True}}},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("instance", "values", "present", "part"), [c[1:] for c in PARTS], ids=[c[0] for c in PARTS]
+)
+def test_the_part_a_rule_reads(instance: Any, values: tuple, present: tuple, part: Any) -> None:
+    assert _read_part(instance, values, present) == part
