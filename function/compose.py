@@ -48,8 +48,10 @@ from function.limits import MAX_GPUS, GpuShape
 from function.spec import (
     DEFAULT_HF_TOKEN_KEY,
     DEFAULT_HF_TOKEN_SECRET,
+    Disaggregation,
     LLMSpec,
     P,
+    Role,
     SecretRef,
     SpecError,
     parse,
@@ -2011,7 +2013,7 @@ def _holders(
         if p.simulate:
             continue
         if p.before(created, spec.name):
-            gpus = p.gpus if p.gpus_planned or p.disaggregated else _peer_gpus(p, target)
+            gpus = p.gpus if p.gpus_planned else _peer_gpus(p, target)
             out.append(scaling.Holder(p.name, gpus * p.max_replicas, planned=p.gpus_planned))
         elif p.published_gpus:
             out.append(scaling.Holder(p.name, p.published_gpus))
@@ -2022,8 +2024,33 @@ def _peer_gpus(peer: peers.Peer, target: Target) -> int:
     """GPUs per replica of a model that has published no plan yet (created in the same
     moment, e.g. two entries of a cluster's models): planned here as its own function
     will plan it from the catalog or its name; none when that plan fails (its function
-    refuses it, so it runs nothing), one when nothing here knows the model (the Hub may)."""
+    refuses it, so it runs nothing), one when nothing here knows the model (the Hub may).
+    A disaggregated model: every prefill and decode pod, the sides it leaves open chosen as
+    its function will choose them."""
+    if peer.disaggregated:
+        return _planned_pd_gpus(peer.model, peer.pd_sides, target.gpu)
     return _planned_gpus(peer.model, target.gpu, target.span)
+
+
+@functools.lru_cache(maxsize=1024)
+def _planned_pd_gpus(model: str, sides: tuple[tuple[int, int | None], ...], gpu: GpuShape) -> int:
+    asked = sum(replicas * (gpus or 1) for replicas, gpus in sides)
+    facts = catalog.resolve(model)
+    if facts is None or len(sides) != 2:
+        return asked
+    (p_replicas, p_gpu), (d_replicas, d_gpu) = sides
+    spec = LLMSpec(
+        name="",
+        namespace="",
+        model=model,
+        backend="llmd",
+        disaggregation=Disaggregation(Role(p_replicas, p_gpu), Role(d_replicas, d_gpu)),
+    )
+    try:
+        roles = _pd_roles(spec, facts, Target(None, "", gpu=gpu), sizing.EngineSettings())
+    except SpecError:
+        return 0  # its function refuses it: it runs nothing
+    return sum((r.replicas or 1) * r.plan.gpus for r in roles)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -33,8 +33,10 @@ class Peer:
     published_names: tuple[str, ...] = ()
     published_gpus: int | None = None  # status.replicas.max x status.plan.gpus
     # Prefill and decode pods (disaggregation): `gpus` is all of theirs, the claim's own
-    # counts where it has published no plan (a missing gpu counted as one).
+    # counts where it has published no plan (a missing gpu counted as one; `pd_sides`, each
+    # side's (replicas, gpu or None), lets the caller plan the missing ones).
     disaggregated: bool = False
+    pd_sides: tuple[tuple[int, int | None], ...] = ()
     ingress_host: str | None = None  # spec.parameters.ingressHost
 
     @property
@@ -90,6 +92,9 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         gpus = planned or asked
         allowed = most = 1
         known = planned is not None or all(_positive_int(s.get("gpu")) for s in sides)
+        pd_sides = tuple(
+            (_positive_int(s.get("replicas")) or 1, _positive_int(s.get("gpu"))) for s in sides
+        )
     namespace = params.get("targetNamespace")
     simulate = dig(params, "engine", "simulate") is True
     return Peer(
@@ -102,6 +107,7 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         simulate=simulate,
         gpus_planned=known if isinstance(pd, dict) else gpus is not None,
         disaggregated=isinstance(pd, dict),
+        pd_sides=pd_sides if isinstance(pd, dict) else (),
         ingress_host=host if isinstance(host := params.get("ingressHost"), str) and host else None,
         published_names=_strings(dig(xr, "status", "servedModelNames")),
         published_gpus=planned * allowed if planned and allowed and not simulate else None,

@@ -657,6 +657,41 @@ def test_the_other_models_count_every_prefill_and_decode_gpu() -> None:
         assert "gpt-oss-120b 6" in budget, budget
 
 
+# (case, the earlier model's disaggregation with no status yet, GPUs counted for it)
+UNPUBLISHED = [
+    (
+        "both sides given",
+        {"prefill": {"replicas": 2, "gpu": 1}, "decode": {"replicas": 1, "gpu": 4}},
+        6,
+    ),
+    # gpt-oss-120b: prefill on 1 H100 (the fewest that hold it), decode twice that.
+    ("decode chosen", {"prefill": {"replicas": 2, "gpu": 1}, "decode": {"replicas": 1}}, 4),
+    ("both chosen", {"prefill": {"replicas": 1}, "decode": {"replicas": 3}}, 7),
+    (
+        "refused: it runs nothing",
+        {"prefill": {"replicas": 1, "gpu": 3}, "decode": {"replicas": 1}},
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize("sides,held", [pytest.param(*c[1:], id=c[0]) for c in UNPUBLISHED])
+def test_an_earlier_model_without_a_plan_counts_the_gpus_its_function_will_choose(
+    sides: dict, held: int
+) -> None:
+    split = load_yaml(EXAMPLES / "llm-disaggregated.yaml")[0]
+    split["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    split["spec"]["parameters"]["disaggregation"] = sides
+    late = claim(name="late", replicas=1)
+    late["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    out = run(late, peers=[PEER, split])
+    budget = next(c for c in out.conditions if c.type == "GPUBudget").message
+    if held:
+        assert f"gpt-oss-120b {held}" in budget, budget
+    else:
+        assert "gpt-oss-120b" not in budget, budget
+
+
 def test_a_simulated_llmd_model_is_the_simulator_behind_the_pool() -> None:
     out = run(claim(engine={"simulate": True}, replicas=2))
     assert out.fatal is None, out.fatal
