@@ -50,7 +50,7 @@ def recorded_models() -> dict[str, dict[str, Any]]:
     """Every recorded model: id -> its document."""
     out = {}
     for path in sorted(RECORDED.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         out[doc["id"]] = doc
     return out
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, PACKAGE, ROOT
+from conftest import EXAMPLES, PACKAGE, ROOT, parse_yaml
 
 from dot_inference.apiserver import schema_dirs, validate_objects
 from dot_inference.crossplane.documents import load_package
@@ -158,7 +158,7 @@ def _from_kcl(tmp: Path) -> tuple[dict, dict]:
         api.ExecProgramArgs(k_filename_list=[str(main)], work_dir=str(kcl), args=[upstream])
     )
     assert not result.err_message, result.err_message
-    out = yaml.safe_load(result.yaml_result)
+    out = parse_yaml(result.yaml_result)
     return out["xrd"], out["composition"]
 
 
@@ -184,7 +184,7 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _example(name: str) -> dict:
-    return yaml.safe_load((EXAMPLES / name).read_text())
+    return parse_yaml((EXAMPLES / name).read_text())
 
 
 def _render(package: dict, xr: dict, observed: list[dict] | None = None):

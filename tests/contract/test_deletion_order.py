@@ -46,19 +46,32 @@ def _ref(ref: dict[str, Any]) -> Key:
     return _key(ref["apiVersion"], ref["kind"], ref["resourceRef"]["name"])
 
 
-def _renders() -> list[tuple[str, list[dict[str, Any]]]]:
-    pkg = documents.load_package(PACKAGE)
-    out = []
-    for path in sorted(EXAMPLES.glob("cluster-*.yaml")):
-        for xr in documents.load_objects(path):
-            if render.is_handled_xr(pkg, xr):
-                result = render.render_in_package(pkg, xr)
-                assert result.fatal is None, result.fatal
-                out.append((f"{path.name}:{xr['metadata']['name']}", result.composed))
-    return out
+@functools.cache
+def _package() -> documents.Package:
+    return documents.load_package(PACKAGE)
 
 
-RENDERS = _renders()
+def _cluster_claims() -> dict[str, dict[str, Any]]:
+    """ "<example file>:<name>" -> each InferenceCluster of the examples (rendered when a test
+    asks for it, not while collecting: every worker collects)."""
+    pkg = _package()
+    return {
+        f"{path.name}:{xr['metadata']['name']}": xr
+        for path in sorted(EXAMPLES.glob("cluster-*.yaml"))
+        for xr in documents.load_objects(path)
+        if render.is_handled_xr(pkg, xr)
+    }
+
+
+CLAIMS = _cluster_claims()
+NAMES = list(CLAIMS)
+
+
+@functools.cache
+def _composed(name: str) -> list[dict[str, Any]]:
+    result = render.render_in_package(_package(), CLAIMS[name])
+    assert result.fatal is None, result.fatal
+    return result.composed
 
 
 def _protects(composed: list[dict[str, Any]]) -> set[tuple[Key, Key]]:
@@ -179,9 +192,10 @@ def _needs(composed: list[dict[str, Any]]) -> set[tuple[Key, Key, str]]:
     return needs
 
 
-@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
-def test_every_edge_a_deletion_needs_is_a_usage(name: str, composed: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_every_edge_a_deletion_needs_is_a_usage(name: str) -> None:
     """Each `of` outlives its `by`: a Usage between them, or a chain of Usages."""
+    composed = _composed(name)
     have = _outlives(_protects(composed))
     missing = sorted(
         f"{by} needs {of}: {why}" for of, by, why in _needs(composed) if (of, by) not in have
@@ -203,7 +217,7 @@ def _outlives(edges: set[tuple[Key, Key]]) -> set[tuple[Key, Key]]:
 def test_cloud_references_are_found_in_the_crds(cloud: str) -> None:
     """The walk reads every reference the clouds' resources make (else the test above
     could pass by seeing none): per cloud, the edges between the cloud resources."""
-    composed = next(c for n, c in RENDERS if n.startswith(cloud + ":"))
+    composed = _composed(next(n for n in NAMES if n.startswith(cloud + ":")))
     edges = {
         (of[1], by[1]) for of, by, why in _needs(composed) if why.endswith(f"references {of[1]}")
     }
@@ -241,9 +255,10 @@ def test_cloud_references_are_found_in_the_crds(cloud: str) -> None:
     assert edges == expected
 
 
-@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
-def test_deleting_everything_terminates(name: str, composed: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_deleting_everything_terminates(name: str) -> None:
     """Delete all at once; each round, whatever no remaining resource uses goes."""
+    composed = _composed(name)
     edges = _protects(composed)
     remaining = {_of(o) for o in composed if o["kind"] != "Usage"}
     rounds = 0
@@ -255,8 +270,9 @@ def test_deleting_everything_terminates(name: str, composed: list[dict[str, Any]
     assert rounds >= 2 or not edges
 
 
-@pytest.mark.parametrize(("name", "composed"), RENDERS, ids=[n for n, _ in RENDERS])
-def test_installed_crds_are_never_deleted(name: str, composed: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_installed_crds_are_never_deleted(name: str) -> None:
+    composed = _composed(name)
     for o in composed:
         manifest = (o.get("spec") or {}).get("forProvider", {}).get("manifest") or {}
         if o["kind"] == "Object" and manifest.get("kind") == "CustomResourceDefinition":
@@ -344,7 +360,7 @@ def test_moving_a_model_composes_new_objects(
 
 
 def test_renders_cover_every_cluster_example() -> None:
-    assert {n.split(":")[0] for n, _ in RENDERS} == {
+    assert {n.split(":")[0] for n in NAMES} == {
         Path(p).name for p in EXAMPLES.glob("cluster-*.yaml")
     }
 

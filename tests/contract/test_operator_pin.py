@@ -16,8 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml, parse_yaml_all
 
 from dot_inference.apiserver import schema_dirs
 from dot_inference.crossplane import documents, render
@@ -57,7 +56,7 @@ def test_the_cluster_installs_exactly_the_crds_the_tests_validate_against() -> N
     upstream = {
         d["metadata"]["name"]: d
         for f in sorted(UPSTREAM.glob("*.yaml"))
-        for d in yaml.safe_load_all(f.read_text())
+        for d in parse_yaml_all(f.read_text())
         if d
     }
     assert installed.keys() == upstream.keys()

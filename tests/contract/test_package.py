@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml, parse_yaml
 
 from dot_inference.apiserver import validate_objects
 
@@ -39,7 +38,7 @@ def test_configuration_depends_on_every_function_the_compositions_use() -> None:
     config = load_yaml(PACKAGE / "crossplane.yaml")[0]
     packages = {d["package"].split("/")[-1] for d in config["spec"]["dependsOn"]}
     for comp_path in PACKAGE.rglob("composition.yaml"):
-        comp = yaml.safe_load(comp_path.read_text().split("\n", 1)[1])
+        comp = parse_yaml(comp_path.read_text().split("\n", 1)[1])
         for step in comp["spec"]["pipeline"]:
             name = step["functionRef"]["name"]
             assert any(name.endswith(p) for p in packages), f"{name} is not in dependsOn"

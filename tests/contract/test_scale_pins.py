@@ -21,8 +21,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
-from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml
+from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml, parse_yaml
 
 from dot_inference.crossplane.documents import load_package
 from dot_inference.crossplane.render import render_in_package
@@ -30,7 +29,7 @@ from function import resources, simulator
 
 SHARED = ROOT.parent / "shared" / "schemas"
 VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
-ROUTER_SCHEMA = yaml.safe_load(
+ROUTER_SCHEMA = parse_yaml(
     (Path(__file__).parent / "testdata" / "charts" / "vllm-stack-router.yaml").read_text()
 )
 

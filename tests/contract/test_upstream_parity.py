@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from conftest import parse_yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import json_format
@@ -19,7 +19,7 @@ UPSTREAM = Path(__file__).with_name("upstream")
 
 
 def _fixture(name: str) -> dict[str, Any]:
-    return yaml.safe_load((UPSTREAM / name).read_text())
+    return parse_yaml((UPSTREAM / name).read_text())
 
 
 def _pin(name: str) -> str:

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import parse_yaml
 
 from function import catalog, kv_cache, sizing
 from function.catalog import GIB
@@ -24,7 +24,7 @@ from function.kv_cache import Allocator, LayerGroup
 from function.limits import GpuShape
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = yaml.safe_load((Path(__file__).parent / "testdata/vllm/runs-0.19.0-h100.yaml").read_text())
+RUNS = parse_yaml((Path(__file__).parent / "testdata/vllm/runs-0.19.0-h100.yaml").read_text())
 H100_019 = GpuShape(memory_gib=79.19, per_node=8, type="h100", assumed=False)
 
 # DeepSeek-V2-Lite (MLA) is not in the catalog; its KV shape, from the file the data cites.

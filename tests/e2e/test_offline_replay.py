@@ -40,8 +40,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
-from conftest import merge_patch
+from conftest import merge_patch, parse_yaml, parse_yaml_all
 
 from dot_inference.crossplane import documents, render
 
@@ -100,7 +99,7 @@ _BINDING = re.compile(r"^\(\$(namespace|values(?:\.[A-Za-z0-9_-]+)+)\)$")
 
 
 def load_docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return [d for d in parse_yaml_all(path.read_text()) if isinstance(d, dict)]
 
 
 def load_test(suite: str) -> dict[str, Any]:
@@ -110,7 +109,7 @@ def load_test(suite: str) -> dict[str, Any]:
 
 
 def values() -> dict[str, Any]:
-    data = yaml.safe_load(VALUES_FILE.read_text()) if VALUES_FILE.is_file() else None
+    data = parse_yaml(VALUES_FILE.read_text()) if VALUES_FILE.is_file() else None
     return data if isinstance(data, dict) else {}
 
 
@@ -883,7 +882,7 @@ def test_setup_packages_match_the_package() -> None:
         text=True,
         check=True,
     )
-    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    docs = [d for d in parse_yaml_all(out.stdout) if d]
     functions = {d["metadata"]["name"] for d in docs if d["kind"] == "Function"}
     called = {
         step["functionRef"]["name"]
@@ -914,7 +913,7 @@ def test_setup_providerconfigs_validate() -> None:
         text=True,
         check=True,
     )
-    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    docs = [d for d in parse_yaml_all(out.stdout) if d]
     assert {(d["kind"], d["metadata"]["name"]) for d in docs} == {
         ("ClusterProviderConfig", "local"),
         ("ClusterProviderConfig", "default"),
@@ -934,7 +933,7 @@ def test_vllmruntime_crd_comes_from_the_pinned_commit() -> None:
         sys.path.pop(0)
     [crd] = production_stack.crds(["vllmruntimes.production-stack.vllm.ai"])
     upstream = SCHEMAS.parent / "production-stack" / "production-stack.vllm.ai_vllmruntimes.yaml"
-    assert crd["spec"] == yaml.safe_load(upstream.read_text())["spec"]
+    assert crd["spec"] == parse_yaml(upstream.read_text())["spec"]
     with pytest.raises(production_stack.ProductionStackError, match="no CRD nope"):
         production_stack.crds(["nope"])
 
@@ -974,7 +973,7 @@ def test_install_script_applies_everything_in_order(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    applied = [d for d in yaml.safe_load_all(log.read_text()) if d]
+    applied = [d for d in parse_yaml_all(log.read_text()) if d]
     kinds = [(d["kind"], d["metadata"]["name"]) for d in applied]
     order = [k for k, _ in kinds]
     # Runtime configs before the Providers that use them; XRDs before Compositions; the

@@ -10,9 +10,9 @@ from typing import Any
 
 import harness
 import pytest
-import yaml
+from conftest import parse_yaml
 
-CASES: list[dict[str, Any]] = yaml.safe_load(harness.CATALOGUE.read_text())
+CASES: list[dict[str, Any]] = parse_yaml(harness.CATALOGUE.read_text())
 HOSTILE = [c for c in CASES if c["expect"] != "renders"]
 
 

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import parse_yaml
 
 from function.catalog import (
     BYTES_PER_PARAM,
@@ -22,7 +22,7 @@ from function.catalog import (
     resolve,
 )
 
-CATALOG_DATA = yaml.safe_load(CATALOG_PATH.read_text())
+CATALOG_DATA = parse_yaml(CATALOG_PATH.read_text())
 # Each catalog entry as written, with its family's keys (what the entry inherits).
 RAW_ENTRIES = {
     m["id"]: {**{k: v for k, v in fam.items() if k != "models"}, **m}

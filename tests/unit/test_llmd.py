@@ -11,7 +11,7 @@ from typing import Any
 
 import hub_server
 import pytest
-from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, simulator_image
+from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, parse_yaml, simulator_image
 
 from dot_inference.apiserver import validate_objects
 from function import engine_args, llmd, sizing, vllm_cli
@@ -264,10 +264,9 @@ def test_the_picker_configuration_is_the_claims_profile_and_restarts_it() -> Non
 
 
 def yaml_config(out: Outcome) -> dict[str, Any]:
-    import yaml
 
     (cm,) = of_kind(out, "ConfigMap")
-    return yaml.safe_load(cm["data"][llmd.EPP_CONFIG_FILE])
+    return parse_yaml(cm["data"][llmd.EPP_CONFIG_FILE])
 
 
 def test_switching_backend_is_one_field() -> None:
