@@ -3,9 +3,10 @@ internal error. Hypothesis feeds random, mostly-wrong specs through the gRPC ent
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from conftest import request, run
+from conftest import EXAMPLES, load_yaml, request, run
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -96,4 +97,127 @@ def test_function_always_answers(params: dict[str, Any], cluster: Any, name: str
             len(rsp.desired.resources) > 0
             or len(rsp.requirements.resources) > 0
             or any(c.type == "Cluster" for c in rsp.conditions)
+        )
+
+
+# From a real llm-d claim on its real cluster (the examples), with fields replaced by values
+# near the valid ones and by junk: every path of the llm-d backend, prefill/decode and
+# placement answers with resources, a requirement or a fatal result that names the problem.
+LLMD_STATE = load_yaml(EXAMPLES / "state" / "llm-disaggregated.yaml")
+LLMD_CLUSTER = next(d for d in LLMD_STATE if d["kind"] == "InferenceCluster")
+LLMD_PEERS = [d for d in LLMD_STATE if d["kind"] == "LLMInference"]
+LLMD_CLAIMS = [
+    load_yaml(EXAMPLES / name)[0] for name in ("llm-llmd.yaml", "llm-disaggregated.yaml")
+]
+small_ints = st.integers(-2, 70)
+role = st.fixed_dictionaries({}, optional={"replicas": small_ints, "gpu": small_ints}) | json_values
+near_valid = {
+    "backend": st.sampled_from(["llmd", "productionStack"]) | json_scalars,
+    "llmd": st.fixed_dictionaries(
+        {}, optional={"profile": st.sampled_from(["balanced", "load", "x"]) | json_scalars}
+    )
+    | json_values,
+    "disaggregation": st.fixed_dictionaries({}, optional={"prefill": role, "decode": role})
+    | json_values,
+    "gpu": small_ints | json_scalars,
+    "replicas": small_ints | json_scalars,
+    "autoscaling": st.fixed_dictionaries(
+        {}, optional={"minReplicas": small_ints, "maxReplicas": small_ints}
+    )
+    | json_values,
+    "ingressHost": st.sampled_from(
+        ["qwen3.llmd.example.com", "x.svc", "inference-gateway.agentgateway-system"]
+    )
+    | json_scalars,
+    "aliases": st.lists(st.text(max_size=12), max_size=3) | json_values,
+    "clusterSelector": st.just({"matchLabels": {"team": "a"}}) | json_values,
+    "engine": st.fixed_dictionaries(
+        {},
+        optional={
+            "simulate": st.booleans() | json_scalars,
+            "extraArgs": st.lists(
+                st.sampled_from(
+                    [
+                        "--kv-transfer-config",
+                        '{"kv_connector":"NixlConnector"}',
+                        "--no-disable-hybrid-kv-cache-manager",
+                        "--tensor-parallel-size",
+                        "2",
+                        "--max-model-len=8192",
+                    ]
+                ),
+                max_size=4,
+            )
+            | json_values,
+        },
+    )
+    | json_values,
+}
+# One to three fields replaced at a time, so that most claims get past the first refusal.
+llmd_fields = st.lists(
+    st.one_of([st.fixed_dictionaries({k: v}) for k, v in near_valid.items()]),
+    min_size=1,
+    max_size=3,
+).map(lambda patches: {k: v for p in patches for k, v in p.items()})
+cluster_status = st.fixed_dictionaries(
+    {},
+    optional={
+        "apps": st.fixed_dictionaries(
+            {}, optional={"llmd": st.booleans() | json_scalars, "lws": st.booleans()}
+        ),
+        "llmd": json_values,
+        "gpu": st.fixed_dictionaries(
+            {},
+            optional={
+                "rdma": json_values | st.just({"enabled": False}),
+                "perNode": small_ints | json_scalars,
+                "maxNodes": small_ints | json_scalars,
+            },
+        ),
+    },
+)
+
+
+def _merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    which=st.sampled_from(range(len(LLMD_CLAIMS))),
+    fields=llmd_fields,
+    status=cluster_status,
+    peers=st.booleans(),
+)
+def test_the_llmd_backend_always_answers(
+    which: int, fields: dict[str, Any], status: dict[str, Any], peers: bool
+) -> None:
+    xr = copy.deepcopy(LLMD_CLAIMS[which])
+    params = xr["spec"]["parameters"]
+    params.update(fields)
+    if "clusterSelector" in fields:
+        params.pop("clusterRef", None)
+    cluster = _merged(LLMD_CLUSTER, {"status": status})
+    cluster["metadata"]["labels"] = {"team": "a"}
+    required = {
+        "inference-cluster": [cluster],
+        "inference-clusters": [cluster],
+        "llminferences": [xr, *(LLMD_PEERS if peers else [])],
+    }
+    rsp = run(request(xr, required=required))
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert not any("unexpected error" in m for m in fatal), fatal
+    if fatal:
+        assert len(rsp.desired.resources) == 0 and all(fatal)
+    else:
+        assert (
+            len(rsp.desired.resources) > 0
+            or len(rsp.requirements.resources) > 0
+            or any(c.type in ("Cluster", "Placement") for c in rsp.conditions)
         )
