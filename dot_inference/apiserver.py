@@ -42,6 +42,7 @@ import difflib
 import functools
 import hashlib
 import ipaddress
+import itertools
 import json
 import os
 import pickle
@@ -788,17 +789,27 @@ Path_ = tuple[str, ...]
 
 @functools.lru_cache(maxsize=4096)
 def _self_paths(expr: str) -> tuple[tuple[Path_, ...], tuple[Path_, ...]] | None:
-    """The field paths under `self` a rule reads (property names, unescaped): those whose
-    value it reads, and those it only tests with has(); None when it may read all of `self`
-    (a bare `self`)."""
+    """The field paths under `self` a rule reads: those whose value it reads, and those it
+    only tests with has(); None when it may read all of `self` (a bare `self`, a method
+    called on `self`, or a comment, which could hide what follows it).
+
+    A name followed by `(` is a method (self.labels.all(k, ...)): its receiver is read whole.
+    A name Kubernetes escapes (__namespace__) is a property's escaped name or a map's literal
+    key: both spellings are kept."""
+    if "//" in expr:
+        return None
     values: list[Path_] = []
     present: list[Path_] = []
     for m in _SELF_CHAIN.finditer(expr):
-        names = tuple(_unescape(n) for n in _NAME.findall(m.group(1)))
+        names = tuple(_NAME.findall(m.group(1)))
+        after = expr[m.end() :].lstrip()[:1]
+        if after == "(":
+            names = names[:-1]  # a method of what comes before it
         if not names:
             return None
-        only_has = _HAS_OPEN.search(expr, 0, m.start()) and expr[m.end() :].lstrip()[:1] == ")"
-        (present if only_has else values).append(names)
+        only_has = after == ")" and _HAS_OPEN.search(expr, 0, m.start()) is not None
+        spellings = itertools.product(*(sorted({n, _unescape(n)}) for n in names))
+        (present if only_has else values).extend(tuple(p) for p in spellings)
     return tuple(values), tuple(present)
 
 

@@ -458,7 +458,7 @@ class _Sizer:
     def __init__(
         self, spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings
     ) -> None:
-        self.spec, self.facts, self.engine = spec, facts, engine
+        self.spec, self.facts, self.engine = spec, _as_run(spec, facts), engine
         self.widest: dict[tuple[str | None, float], int | None] = {}
         self.exact: dict[tuple[str | None, float, int, int], tuple[int | None, str]] = {}
 
@@ -779,8 +779,7 @@ def _plan(
             + (f", or did you mean {near}?" if near else ""),
         )
     engine = _engine_settings(spec)
-    if facts is not None and _hybrid_off(spec):
-        facts = dataclasses.replace(facts, hybrid_kv=False)
+    facts = _as_run(spec, facts)
     try:
         if facts is None:
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
@@ -823,6 +822,15 @@ def _one_pod(message: str) -> str:
         "; llm-d serves a replica from one pod: use the productionStack "
         "backend on an InferenceCluster with apps.lws",
     )
+
+
+def _as_run(spec: LLMSpec, facts: catalog.ModelFacts | None) -> catalog.ModelFacts | None:
+    """The model's facts as the claim's vLLM will hold them: windowed layers sized as full
+    when its arguments turn the hybrid KV cache manager off. The plan and placement both
+    size with these."""
+    if facts is not None and _hybrid_off(spec):
+        return dataclasses.replace(facts, hybrid_kv=False)
+    return facts
 
 
 def _hybrid_off(spec: LLMSpec) -> bool:

@@ -585,12 +585,19 @@ def test_cel_outcomes_are_reused_only_for_the_fields_a_rule_reads() -> None:
 READS = [
     ("fields", "has(self.a.b) && self.c == 1", ((("c",),), (("a", "b"),))),
     (
-        "escaped",
+        "an escaped name: the property, or a map key spelled so",
         "has(self.of.__namespace__) && self.x__dash__y",
-        ((("x-y",),), (("of", "namespace"),)),
+        (
+            (("x-y",), ("x__dash__y",)),
+            (("of", "__namespace__"), ("of", "namespace")),
+        ),
     ),
     ("bare self", "size(self) > 1 && has(self.a)", None),
-    ("method on a field", "self.l.exists(x, x > 1)", ((("l", "exists"),), ())),
+    ("a method of self", "self.all(k, k.startsWith('x'))", None),
+    ("a method of self, spaced", "self.size () <= 1", None),
+    ("a method of a field", "self.l.exists(x, x > 1)", ((("l",),), ())),
+    ("a method after has()", "has(self.m) && self.m.all(k, k != 'x')", ((("m",),), (("m",),))),
+    ("a comment could hide the rest", "size(// has(\nself.a.b) == 3", None),
     (
         "has of a longer expression",
         "has(self.a) && has(self.a.b.c) == (self.a.d)",
@@ -659,3 +666,23 @@ PARTS = [
 )
 def test_the_part_a_rule_reads(instance: Any, values: tuple, present: tuple, part: Any) -> None:
     assert _read_part(instance, values, present) == part
+
+
+def test_a_rule_over_a_maps_keys_is_not_answered_from_another_map() -> None:
+    """The Gateway's infrastructure labels are checked key by key (self.all(key, ...)): a
+    Gateway with a bad key is refused even after one with good keys was validated."""
+
+    def gateway(labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "g", "namespace": "team-a"},
+            "spec": {
+                "gatewayClassName": "c",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+                "infrastructure": {"labels": labels},
+            },
+        }
+
+    assert validate_objects([gateway({"good": "v"})], schema_paths=PATHS).ok
+    assert not validate_objects([gateway({"bad key!": "v"})], schema_paths=PATHS).ok

@@ -173,6 +173,27 @@ CASES: list[tuple[str, dict, list, list, str | None, dict[str, str]]] = [
         {},
     ),
     (
+        # Gemma 3's sliding-window layers hold full-length KV with the hybrid KV cache manager
+        # off: 27B then needs two H100s, and placement sizes it as the plan will.
+        "the claim's vLLM arguments count: hybrid KV cache manager off",
+        {
+            "model": "google/gemma-3-27b-it",
+            "engine": {"extraArgs": ["--disable-hybrid-kv-cache-manager"]},
+        },
+        [cluster("one", "h100", 1, 4), cluster("two", "h100", 2, 2)],
+        [],
+        "two",
+        {"one": "1 x h100 (79.11 GiB) per node: google/gemma-3-27b-it needs about"},
+    ),
+    (
+        "the same model with the manager on fits one H100",
+        {"model": "google/gemma-3-27b-it"},
+        [cluster("one", "h100", 1, 4), cluster("two", "h100", 2, 2)],
+        [],
+        "one",
+        {"two": "fits, but one comes first"},
+    ),
+    (
         "simulated: needs no GPU, so the smallest GPU is fine",
         {"model": "Qwen/Qwen2.5-72B-Instruct", "engine": {"simulate": True}},
         [cluster("big", "h200", 8), cluster("small", "t4", 1)],
