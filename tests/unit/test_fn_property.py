@@ -86,17 +86,21 @@ def test_function_always_answers(params: dict[str, Any], cluster: Any, name: str
         "spec": {"parameters": params},
     }
     required = {"inference-cluster": [cluster]} if cluster is not None else None
-    rsp = run(request(xr, required=required))
+    assert_answers(run(request(xr, required=required)))
+
+
+def assert_answers(rsp: fnv1.RunFunctionResponse) -> None:
+    """A fatal result that names the problem (and composes nothing), or resources, or a
+    requirement or condition that says what the function waits on."""
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert not any("unexpected error" in m for m in fatal), fatal
     if fatal:
         assert len(rsp.desired.resources) == 0 and all(fatal)
     else:
-        # Either something was composed, or the function is waiting on the cluster lookup.
         assert (
             len(rsp.desired.resources) > 0
             or len(rsp.requirements.resources) > 0
-            or any(c.type == "Cluster" for c in rsp.conditions)
+            or any(c.type in ("Cluster", "Placement") for c in rsp.conditions)
         )
 
 
@@ -210,14 +214,4 @@ def test_the_llmd_backend_always_answers(
         "inference-clusters": [cluster],
         "llminferences": [xr, *(LLMD_PEERS if peers else [])],
     }
-    rsp = run(request(xr, required=required))
-    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-    assert not any("unexpected error" in m for m in fatal), fatal
-    if fatal:
-        assert len(rsp.desired.resources) == 0 and all(fatal)
-    else:
-        assert (
-            len(rsp.desired.resources) > 0
-            or len(rsp.requirements.resources) > 0
-            or any(c.type in ("Cluster", "Placement") for c in rsp.conditions)
-        )
+    assert_answers(run(request(xr, required=required)))
