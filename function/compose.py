@@ -1238,6 +1238,21 @@ def _cache_condition(
         )
 
 
+def _own_namespace(spec: LLMSpec, target: Target, out: Outcome) -> None:
+    """An InferenceCluster creates the namespaces its models may use; through a bare
+    ProviderConfig the model creates its own (and never deletes it)."""
+    if target.provider_config is not None and target.cluster is None:
+        _place(
+            spec,
+            target,
+            NAMESPACE,
+            resources.namespace(target.namespace),
+            out,
+            suffix="namespace",
+            management_policies=resources.NAMESPACE_POLICIES,
+        )
+
+
 def _build(
     spec: LLMSpec,
     target: Target,
@@ -1253,18 +1268,7 @@ def _build(
     model downloads)."""
     name = resources.dns_label(spec.name)
     remote = target.provider_config is not None
-    if remote and target.cluster is None:
-        # An InferenceCluster creates the namespaces its models may use; through a bare
-        # ProviderConfig the model creates its own (and never deletes it).
-        _place(
-            spec,
-            target,
-            NAMESPACE,
-            resources.namespace(target.namespace),
-            out,
-            suffix="namespace",
-            management_policies=resources.NAMESPACE_POLICIES,
-        )
+    _own_namespace(spec, target, out)
     secrets = _secrets(spec, facts, target, name, inputs, out)
     cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs)
     class_name = spec.storage.class_name or target.storage_class
@@ -1512,6 +1516,67 @@ def _keda_usage(
         )
 
 
+# --- Pods the function runs itself (a multi-node group, an llm-d model) -----------------
+
+
+def _pod_secret_env(spec: LLMSpec, secrets: Secrets) -> list[tuple[str, tuple[str, str]]]:
+    """The Secrets such a pod reads: the Hugging Face token (the download's) and the API key
+    (vLLM's envs.VLLM_API_KEY). A key not copied yet is pointed at anyway, so the pods wait
+    for the copy (fail closed) instead of serving without one."""
+    api_key = secrets.api_key
+    if spec.api_key_secret is not None and api_key is None:
+        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
+    out = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
+    if api_key:
+        out.append(("VLLM_API_KEY", api_key))
+    return out
+
+
+def _pod_env(spec: LLMSpec, plan: sizing.Plan) -> list[tuple[str, str]]:
+    """The plan's and the claim's variables; the weights come from the pod's cache, so vLLM
+    stays offline."""
+    return [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
+
+
+def _pod_cache_fill(spec: LLMSpec, cache: storage.CachePlan) -> dict[str, Any]:
+    """How such a pod's init container fills its model cache, and how long its vLLM may then
+    take to start: twice the estimated start (weights read at the stated rate plus
+    storage.ENGINE_INIT_S), since the init container has downloaded before the probes run."""
+    return {
+        "fetch_args": [spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
+        "fetch_requests": {
+            "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+            "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+        },
+        "fetch_memory_limit": sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+        "startup_budget_s": 2 * cache.start_s,
+    }
+
+
+def _serve_args(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    max_len: int | None,
+    extra: list[str],
+    port: int = resources.ENGINE_PORT,
+) -> list[str]:
+    """`vllm serve` for such a pod, from the plan."""
+    return resources.vllm_serve_args(
+        model=spec.model,
+        tensor_parallel=plan.tensor_parallel_size,
+        nodes=plan.nodes,
+        max_model_len=max_len,
+        dtype=plan.dtype,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        enable_prefix_caching=plan.enable_prefix_caching,
+        enable_chunked_prefill=plan.enable_chunked_prefill,
+        tool_call_parser=facts.tool_call_parser if facts else None,
+        extra_args=extra,
+        port=port,
+    )
+
+
 def _build_multinode(
     spec: LLMSpec,
     target: Target,
@@ -1537,28 +1602,9 @@ def _build_multinode(
     cache_size = storage.quantity(cache.size_gib)
     digest = hashlib.sha256(f"{cache_size}/{class_name}".encode()).hexdigest()[:6]
     group = f"{resources.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
-    api_key = secrets.api_key
-    if spec.api_key_secret is not None and api_key is None:
-        # Not copied yet: point at the copy anyway, so the pods wait for it (fail closed)
-        # instead of serving without a key.
-        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
-    # Weights come from the model cache: the engine stays offline.
-    env = [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
-    secret_env = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
-    if api_key:
-        secret_env.append(("VLLM_API_KEY", api_key))  # read by vLLM: envs.VLLM_API_KEY
     max_len = _max_model_len(spec, plan, out)
-    args = resources.vllm_serve_args(
-        model=spec.model,
-        tensor_parallel=plan.tensor_parallel_size,
-        nodes=plan.nodes,
-        max_model_len=max_len,
-        dtype=plan.dtype,
-        gpu_memory_utilization=plan.gpu_memory_utilization,
-        enable_prefix_caching=plan.enable_prefix_caching,
-        enable_chunked_prefill=plan.enable_chunked_prefill,
-        tool_call_parser=facts.tool_call_parser if facts else None,
-        extra_args=_engine_args(spec, facts, plan, out, api_key_arg=False),
+    args = _serve_args(
+        spec, facts, plan, max_len, _engine_args(spec, facts, plan, out, api_key_arg=False)
     )
     _place(
         spec,
@@ -1572,26 +1618,19 @@ def _build_multinode(
             image=image,
             nodes=plan.nodes,
             args=args,
-            env=env,
-            secret_env=secret_env,
+            env=_pod_env(spec, plan),
+            secret_env=_pod_secret_env(spec, secrets),
             gpus_per_node=plan.tensor_parallel_size,
             cpu=plan.cpu,
             memory=plan.memory,
             shm_size=plan.shm_size,
             cache_size=cache_size,
             cache_class=class_name,
-            fetch_args=[spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
-            fetch_requests={
-                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
-                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
-            },
-            fetch_memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
             node_selector=target.node_selector,
             tolerations=target.tolerations or None,
             runtime_class=target.runtime_class,
             replicas=None if count.autoscaled else count.low,
-            # The init container has downloaded before the probes start: loading remains.
-            startup_budget_s=max(600, 2 * cache.start_s),
+            **_pod_cache_fill(spec, cache),
         ),
         out,
         suffix=f"lws-{digest}",
@@ -1650,17 +1689,7 @@ def _build_simulated(
     # Not the claim's own name: the operator's Deployment and Service of a VLLMRuntime carry
     # that one, and a model switched to the simulator must not meet them.
     name = resources.dns_label(f"{spec.name}-sim")
-    remote = target.provider_config is not None
-    if remote and target.cluster is None:
-        _place(
-            spec,
-            target,
-            NAMESPACE,
-            resources.namespace(target.namespace),
-            out,
-            suffix="namespace",
-            management_policies=resources.NAMESPACE_POLICIES,
-        )
+    _own_namespace(spec, target, out)
     ignored = [
         f
         for f, given in (
@@ -2492,13 +2521,7 @@ def _build_llmd(
     meta = {"namespace": target.namespace, "model": spec.model, "labels_of": name}
     secrets = _secrets(spec, facts, target, name, inputs, out)
     class_name = spec.storage.class_name or target.storage_class
-    api_key = secrets.api_key
-    if spec.api_key_secret is not None and api_key is None:
-        # Not copied yet: the pods wait for the copy (fail closed) instead of serving openly.
-        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
-    secret_env = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
-    if api_key:
-        secret_env.append(("VLLM_API_KEY", api_key))  # read by vLLM: envs.VLLM_API_KEY
+    secret_env = _pod_secret_env(spec, secrets)
     # Both sides of a disaggregated model take the requests either may get: the shorter
     # context of the two.
     contexts = [_max_model_len(spec, r.plan, out) for r in roles]
@@ -2537,19 +2560,8 @@ def _build_llmd(
         extra = _engine_args(spec, facts, r.plan, out, api_key_arg=False)
         if disaggregated:
             extra = ["--kv-transfer-config", llmd.kv_transfer_config(r.role), *extra]
-        args = resources.vllm_serve_args(
-            model=spec.model,
-            tensor_parallel=r.plan.tensor_parallel_size,
-            nodes=1,
-            max_model_len=max_len,
-            dtype=r.plan.dtype,
-            gpu_memory_utilization=r.plan.gpu_memory_utilization,
-            enable_prefix_caching=r.plan.enable_prefix_caching,
-            enable_chunked_prefill=r.plan.enable_chunked_prefill,
-            tool_call_parser=facts.tool_call_parser if facts else None,
-            extra_args=extra,
-            port=llmd.DECODE_VLLM_PORT if r.role == "decode" else resources.ENGINE_PORT,
-        )
+        port = llmd.DECODE_VLLM_PORT if r.role == "decode" else resources.ENGINE_PORT
+        args = _serve_args(spec, facts, r.plan, max_len, extra, port=port)
         _place(
             spec,
             target,
@@ -2564,7 +2576,7 @@ def _build_llmd(
                 service_account=router if r.role == "decode" else None,
                 replicas=r.replicas,
                 args=args,
-                env=[*r.plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")],
+                env=_pod_env(spec, r.plan),
                 secret_env=secret_env,
                 gpus=r.plan.tensor_parallel_size,
                 cpu=r.plan.cpu,
@@ -2572,17 +2584,11 @@ def _build_llmd(
                 shm_size=r.plan.shm_size,
                 cache_size=cache_size,
                 cache_class=class_name,
-                fetch_args=[spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
-                fetch_requests={
-                    "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
-                    "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
-                },
-                fetch_memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
                 node_selector=target.node_selector,
                 tolerations=target.tolerations or None,
                 runtime_class=target.runtime_class,
                 rdma_resource=target.rdma_resource,
-                startup_budget_s=max(600, 2 * cache.start_s),
+                **_pod_cache_fill(spec, cache),
                 **meta,
             ),
             out,

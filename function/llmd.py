@@ -32,14 +32,17 @@ import yaml
 
 from function import datafile
 from function.resources import (
-    CACHE_ENV,
     CACHE_MOUNT,
+    CACHE_RETENTION,
     ENGINE_PORT,
-    FETCH_SCRIPT,
-    GPU_TOLERATION,
     MODEL_ANNOTATION,
     PART_OF,
-    engine_affinity,
+    engine_env_vars,
+    engine_probes,
+    gpu_pod,
+    model_cache_claim_template,
+    model_fetch_container,
+    secret_env_vars,
 )
 
 DATA_PATH = Path(__file__).with_name("llmd.yaml")
@@ -87,11 +90,13 @@ ROUTE_READY_CEL = (
     "has(object.status.parents) && object.status.parents.exists(p, has(p.conditions) && "
     "p.conditions.exists(c, c.type == 'Accepted' && c.status == 'True'))"
 )
-# What the picker needs: the chart's requests (8 CPUs, 8 GiB) are for a shared, high-rate
-# pool; one model's picker scores a handful of pods.
+# What the picker requests: stated, not measured. The v0.10.0 chart's (router.epp.resources:
+# 8 CPUs and 8 GiB, limit 16 GiB) are for a shared, high-rate pool; one model's picker scores
+# a handful of pods.
 EPP_REQUESTS = {"cpu": "500m", "memory": "512Mi"}
 EPP_LIMITS = {"memory": "2Gi"}
-# A request may run this long before the gateway gives up (the chart's `requestTimeout`).
+# A request may run this long before the gateway gives up (the v0.10.0 chart's
+# httpRoute.requestTimeout, config/charts/llm-d-router-gateway/values.yaml).
 ROUTE_TIMEOUT = "300s"
 
 
@@ -334,6 +339,7 @@ def epp_deployment(
             {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT},
             {"name": "metrics", "containerPort": EPP_METRICS_PORT},
         ],
+        # Probes and grace period as the v0.10.0 chart's (routerlib/templates/_deployment.yaml).
         "livenessProbe": {**health, "initialDelaySeconds": 5, "periodSeconds": 10},
         "readinessProbe": {**health, "periodSeconds": 2},
         "env": [
@@ -537,15 +543,8 @@ def engine_statefulset(
     llm-d's routing sidecar (a native sidecar) on the pool's port, vLLM behind it."""
     decode = role == "decode"
     vllm_port = DECODE_VLLM_PORT if decode else ENGINE_PORT
-    secrets = [
-        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
-        for var, ref in secret_env
-    ]
-    engine_env = [
-        *({"name": k, "value": v} for k, v in CACHE_ENV),
-        *({"name": k, "value": v} for k, v in env),
-        *(s for s in secrets if s["name"] != "HF_TOKEN"),
-    ]
+    secrets = secret_env_vars(secret_env)
+    engine_env = engine_env_vars(env, secrets)
     if role in ("prefill", "decode"):
         engine_env.insert(
             0, {"name": NIXL_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
@@ -553,7 +552,6 @@ def engine_statefulset(
     gpu_resources = {"nvidia.com/gpu": str(gpus)}
     if rdma_resource and role in ("prefill", "decode"):
         gpu_resources[rdma_resource] = "1"
-    health = {"httpGet": {"path": "/health", "port": vllm_port}}
     vllm: dict[str, Any] = {
         "name": "vllm",
         "image": image,
@@ -570,29 +568,20 @@ def engine_statefulset(
             {"name": "shm", "mountPath": "/dev/shm"},
         ],
         # The init container has downloaded the weights: loading them remains.
-        "startupProbe": {
-            **health,
-            "periodSeconds": 20,
-            "failureThreshold": max(3, -(-startup_budget_s // 20)),
-        },
-        "readinessProbe": {**health, "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {**health, "periodSeconds": 20, "failureThreshold": 3},
+        **engine_probes(vllm_port, startup_budget_s),
     }
     if rdma_resource and role in ("prefill", "decode"):
         # RDMA memory registration pins pages (llm-d's RDMA guide, docs/resources/rdma).
         vllm["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    fetch = {
-        "name": "model-fetch",
-        "image": image,
-        "command": ["python3", "-c", FETCH_SCRIPT, *fetch_args],
-        "env": [
-            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
-            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
-            *(s for s in secrets if s["name"] == "HF_TOKEN"),
-        ],
-        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
-        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
-    }
+    # vllm/vllm-openai runs vLLM from its system Python.
+    fetch = model_fetch_container(
+        image=image,
+        python="python3",
+        fetch_args=fetch_args,
+        fetch_requests=fetch_requests,
+        fetch_memory_limit=fetch_memory_limit,
+        secrets=secrets,
+    )
     init = [fetch]
     if decode:
         assert sidecar_image is not None
@@ -621,6 +610,7 @@ def engine_statefulset(
                     "periodSeconds": 5,
                     "failureThreshold": 3,
                 },
+                # Stated, not measured: a Go reverse proxy for one pod's requests.
                 "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
                 "securityContext": {
                     "runAsNonRoot": True,
@@ -630,35 +620,18 @@ def engine_statefulset(
             }
         )
     pod_labels = role_labels(labels_of, role)
-    pod: dict[str, Any] = {
-        # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
-        "enableServiceLinks": False,
-        "initContainers": init,
-        "containers": [vllm],
-        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": engine_affinity(node_selector)
-                }
-            }
-        },
-        "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
-    }
+    pod = gpu_pod(
+        init=init,
+        containers=[vllm],
+        shm_size=shm_size,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        runtime_class=runtime_class,
+    )
     if service_account:
         pod["serviceAccountName"] = service_account
     else:
         pod["automountServiceAccountToken"] = False
-    if runtime_class:
-        pod["runtimeClassName"] = runtime_class
-    claim: dict[str, Any] = {
-        "metadata": {"name": "model-cache"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": cache_size}},
-            **({"storageClassName": cache_class} if cache_class else {}),
-        },
-    }
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -674,10 +647,7 @@ def engine_statefulset(
                 "metadata": {"labels": dict(pod_labels), "annotations": {MODEL_ANNOTATION: model}},
                 "spec": pod,
             },
-            "volumeClaimTemplates": [claim],
-            "persistentVolumeClaimRetentionPolicy": {
-                "whenDeleted": "Delete",
-                "whenScaled": "Delete",
-            },
+            "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
+            "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
         },
     }

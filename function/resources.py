@@ -251,17 +251,19 @@ def model_cache_claim(
 ) -> dict[str, Any]:
     """The model cache: a ReadWriteOnce claim named after the runtime (the controller mounts
     the claim of that name)."""
-    spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": size}},
-    }
-    if class_name:
-        spec["storageClassName"] = class_name
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(name, namespace, model, component="model-cache"),
-        "spec": spec,
+        "spec": _cache_claim_spec(size, class_name),
+    }
+
+
+def _cache_claim_spec(size: str, class_name: str | None) -> dict[str, Any]:
+    return {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+        **({"storageClassName": class_name} if class_name else {}),
     }
 
 
@@ -757,9 +759,116 @@ def vllm_serve_args(
     return args + list(extra_args)
 
 
+# --- Pieces of the pods the function runs itself (multi-node groups, llm-d models) -------
+# Each pod has its own model cache (a volumeClaimTemplate), filled by an init container
+# before vLLM starts, and runs on the GPU pool as the operator's engine pods do.
+
+
+def secret_env_vars(secret_env: Sequence[tuple[str, tuple[str, str]]]) -> list[dict[str, Any]]:
+    """Variables read from Secrets: (variable, (Secret, key)); values never in the manifest."""
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
+        for var, ref in secret_env
+    ]
+
+
+def engine_env_vars(
+    env: Sequence[tuple[str, str]], secrets: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """vLLM's variables: the cache's, the plan's and the claim's, and the Secrets it reads
+    (the Hugging Face token only reaches the download: the weights are cached)."""
+    return [
+        *({"name": k, "value": v} for k, v in CACHE_ENV),
+        *({"name": k, "value": v} for k, v in env),
+        *(dict(s) for s in secrets if s["name"] != ENGINE_SECRET_ENV),
+    ]
+
+
+def model_fetch_container(
+    *,
+    image: str,
+    python: str,
+    fetch_args: Sequence[str],
+    fetch_requests: Mapping[str, str],
+    fetch_memory_limit: str,
+    secrets: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The init container that downloads the model into the pod's cache (resumable,
+    function/model_fetch.py), with the engine image's own Python and Hugging Face client."""
+    return {
+        "name": "model-fetch",
+        "image": image,
+        "command": [python, "-c", FETCH_SCRIPT, *fetch_args],
+        "env": [
+            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
+            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+            *(dict(s) for s in secrets if s["name"] == ENGINE_SECRET_ENV),
+        ],
+        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
+        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+    }
+
+
+# A pod's model cache is as large as the model: deleted with the pod, never left behind.
+CACHE_RETENTION = {"whenDeleted": "Delete", "whenScaled": "Delete"}
+
+
+def model_cache_claim_template(cache_size: str, cache_class: str | None) -> dict[str, Any]:
+    """The volumeClaimTemplate of a pod's own model cache."""
+    return {"metadata": {"name": "model-cache"}, "spec": _cache_claim_spec(cache_size, cache_class)}
+
+
+# Probes of a vLLM container whose weights are cached before it starts: its startup probe
+# allows `startup_budget_s` for loading them, at the operator's period (20 s).
+STARTUP_PROBE_PERIOD_S = 20
+
+
+def engine_probes(port: int, startup_budget_s: int) -> dict[str, Any]:
+    health = {"httpGet": {"path": "/health", "port": port}}
+    return {
+        "startupProbe": {
+            **health,
+            "periodSeconds": STARTUP_PROBE_PERIOD_S,
+            "failureThreshold": max(3, -(-startup_budget_s // STARTUP_PROBE_PERIOD_S)),
+        },
+        "readinessProbe": {**health, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**health, "periodSeconds": 20, "failureThreshold": 3},
+    }
+
+
+def gpu_pod(
+    *,
+    init: Sequence[Mapping[str, Any]],
+    containers: Sequence[Mapping[str, Any]],
+    shm_size: str,
+    node_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    runtime_class: str | None,
+) -> dict[str, Any]:
+    """A pod spec on the GPU pool: its affinity, tolerations and RuntimeClass, /dev/shm in
+    memory, and no Service links."""
+    pod: dict[str, Any] = {
+        # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
+        "enableServiceLinks": False,
+        "initContainers": [dict(c) for c in init],
+        "containers": [dict(c) for c in containers],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": engine_affinity(node_selector)
+                }
+            }
+        },
+        "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+    }
+    if runtime_class:
+        pod["runtimeClassName"] = runtime_class
+    return pod
+
+
 def _lws_pod(
     *,
-    name: str,
     role: str,
     image: str,
     args: Sequence[str],
@@ -772,7 +881,7 @@ def _lws_pod(
     node_selector: Mapping[str, str] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
     runtime_class: str | None,
-    startup_failures: int,
+    startup_budget_s: int,
 ) -> dict[str, Any]:
     """The pod template of the leader (role leader: the API server, with probes) or of the
     workers (headless: no server to probe; a failure restarts the whole group)."""
@@ -792,33 +901,16 @@ def _lws_pod(
         ],
     }
     if role == "leader":
-        health = {"httpGet": {"path": "/health", "port": ENGINE_PORT}}
         container["ports"] = [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}]
-        container["startupProbe"] = {
-            **health,
-            "periodSeconds": 20,
-            "failureThreshold": startup_failures,
-        }
-        container["readinessProbe"] = {**health, "periodSeconds": 10, "failureThreshold": 3}
-        container["livenessProbe"] = {**health, "periodSeconds": 20, "failureThreshold": 3}
-    pod: dict[str, Any] = {
-        # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
-        "enableServiceLinks": False,
-        "initContainers": [dict(fetch)],
-        "containers": [container],
-        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": engine_affinity(node_selector)
-                }
-            }
-        },
-        "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
-    }
-    if runtime_class:
-        pod["runtimeClassName"] = runtime_class
-    return pod
+        container |= engine_probes(ENGINE_PORT, startup_budget_s)
+    return gpu_pod(
+        init=[fetch],
+        containers=[container],
+        shm_size=shm_size,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        runtime_class=runtime_class,
+    )
 
 
 def leader_worker_set(
@@ -850,35 +942,25 @@ def leader_worker_set(
     """A LeaderWorkerSet of groups of `nodes` pods, one replica each: every pod has the
     model cache of its own (volumeClaimTemplates), filled by an init container that
     downloads the model (resumable, function/model_fetch.py) before vLLM starts on it."""
-    secrets = [
-        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}}
-        for var, ref in secret_env
-    ]
+    secrets = secret_env_vars(secret_env)
     engine_env = [
         # The address the other nodes reach this pod's vLLM at (its own guess is the
         # interface routing to 8.8.8.8: vllm/utils/network_utils.py get_ip).
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        *({"name": k, "value": v} for k, v in CACHE_ENV),
-        *({"name": k, "value": v} for k, v in env),
-        *(s for s in secrets if s["name"] != "HF_TOKEN"),
+        *engine_env_vars(env, secrets),
     ]
-    fetch = {
-        "name": "model-fetch",
-        "image": image,
-        "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, *fetch_args],
-        "env": [
-            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
-            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
-            *(s for s in secrets if s["name"] == "HF_TOKEN"),
-        ],
-        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
-        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
-    }
     common = {
         "image": image,
         "args": args,
         "env": engine_env,
-        "fetch": fetch,
+        "fetch": model_fetch_container(
+            image=image,
+            python=ENGINE_PYTHON,
+            fetch_args=fetch_args,
+            fetch_requests=fetch_requests,
+            fetch_memory_limit=fetch_memory_limit,
+            secrets=secrets,
+        ),
         "gpus": gpus_per_node,
         "cpu": cpu,
         "memory": memory,
@@ -886,20 +968,12 @@ def leader_worker_set(
         "node_selector": node_selector,
         "tolerations": tolerations,
         "runtime_class": runtime_class,
-        "startup_failures": max(3, -(-startup_budget_s // 20)),
+        "startup_budget_s": startup_budget_s,
     }
     # The router discovers the leader only (it serves the API); workers are headless. The
     # labels are the model's (`labels_of`, its claim), as a one-node engine's are.
     leader_labels = labels(labels_of)
     worker_labels = labels(labels_of) | {"app.kubernetes.io/component": "engine-worker"}
-    claim: dict[str, Any] = {
-        "metadata": {"name": "model-cache"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": cache_size}},
-            **({"storageClassName": cache_class} if cache_class else {}),
-        },
-    }
     spec: dict[str, Any] = {
         **({"replicas": replicas} if replicas is not None else {}),
         # Workers start with the leader: its readiness waits for them (LeaderReady would
@@ -909,19 +983,16 @@ def leader_worker_set(
             "size": nodes,
             # A pod lost restarts the group: vLLM cannot rejoin a running one.
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "volumeClaimTemplates": [claim],
+            "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
             # A cache as large as the model per pod: gone with the group, not left behind.
-            "persistentVolumeClaimRetentionPolicy": {
-                "whenDeleted": "Delete",
-                "whenScaled": "Delete",
-            },
+            "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
             "leaderTemplate": {
                 "metadata": {"labels": leader_labels, "annotations": {MODEL_ANNOTATION: model}},
-                "spec": _lws_pod(name=name, role="leader", **common),
+                "spec": _lws_pod(role="leader", **common),
             },
             "workerTemplate": {
                 "metadata": {"labels": worker_labels, "annotations": {MODEL_ANNOTATION: model}},
-                "spec": _lws_pod(name=name, role="worker", **common),
+                "spec": _lws_pod(role="worker", **common),
             },
         },
     }

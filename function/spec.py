@@ -165,7 +165,8 @@ class LLMSpec:
 
 
 def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
+    """The value as the claim wrote it (65, not the 65.0 protobuf delivers), cut short."""
+    text = repr(_whole(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -206,14 +207,8 @@ def _gpu(params: dict) -> int | None:
     value = params.get("gpu")
     if value is None:
         return None
-    # JSON numbers arrive as floats through protobuf Structs: accept 2.0, reject 2.5 and bools.
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_GPUS_MULTI_NODE
-    ):
+    number = _int_in(value, 1, MAX_GPUS_MULTI_NODE)  # 2.0 is 2; 2.5 and bools are not
+    if number is None:
         raise SpecError(
             f"{P}.gpu",
             value,
@@ -221,7 +216,7 @@ def _gpu(params: dict) -> int | None:
             f"{MAX_GPUS_MULTI_NODE} (above a node's GPUs, whole nodes of a cluster with "
             "apps.lws), or omit it to let the function choose",
         )
-    return value
+    return number
 
 
 def _secret_ref(params: dict, field: str, default_key: str) -> SecretRef | None:

@@ -96,6 +96,16 @@ def request(
     return req
 
 
+def ready_object(manifest: dict[str, Any]) -> dict[str, Any]:
+    """An observed provider-kubernetes Object, Ready, whose cluster reports `manifest`."""
+    return {
+        "status": {
+            "atProvider": {"manifest": manifest},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+    }
+
+
 def claim(model: str, name: str = "m", **params: Any) -> dict[str, Any]:
     """An LLMInference in namespace a-team for `model`, with spec.parameters `params`."""
     return {

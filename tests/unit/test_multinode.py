@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, simulator_image
+from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
 
 from dot_inference.apiserver import validate_objects
 from function import sizing, vllm_cli
@@ -211,14 +211,7 @@ def test_serving_when_the_group_is_ready() -> None:
     first = run(xr)
     key = next(k for k in first.resources if k.startswith(LWS))
     live = {"status": {"readyReplicas": 1, "replicas": 1}}
-    observed = {
-        key: {
-            "status": {
-                "atProvider": {"manifest": live},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }
-        }
-    }
+    observed = {key: ready_object(live)}
     out = run(xr, observed=observed)
     serving = next(c for c in out.conditions if c.type == "Serving")
     assert (serving.status, serving.reason) == ("True", "Available")

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, simulator_image
+from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
 
 from dot_inference.apiserver import validate_objects
 from function import simulator
@@ -470,14 +470,7 @@ def test_simulated_and_serving() -> None:
     xr = claim(engine={"simulate": True})
     key = by_key(run(xr), SIMULATOR)[0]
     live = {"status": {"availableReplicas": 1, "replicas": 1}}
-    observed = {
-        key: {
-            "status": {
-                "atProvider": {"manifest": live},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }
-        }
-    }
+    observed = {key: ready_object(live)}
     out = run(xr, observed=observed)
     assert cond(out, "Serving")[:2] == ("True", "Available")
     assert out.ready[key] is True
