@@ -137,7 +137,7 @@ def bench_function_inprocess(calls: int) -> None:
     loop = asyncio.new_event_loop()
     for name, xr, required in _examples("LLMInference"):
         comp = render.select_composition(pkg, xr)
-        req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
+        req = _request(xr, _step_input(comp, render.fn_dot_inference()), required)
         m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
         _print("function-inprocess", name, m)
     loop.close()
@@ -167,7 +167,7 @@ def _grpc_runs(command: list[str], calls: int, section: str) -> dict[str, dict[s
         pkg = documents.load_package(ROOT / "package")
         for name, xr, required in _examples("LLMInference"):
             comp = render.select_composition(pkg, xr)
-            req = _request(xr, _step_input(comp, "devops-toolkit-function-dot-inference"), required)
+            req = _request(xr, _step_input(comp, render.fn_dot_inference()), required)
             out[name] = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
             _print(section, name, out[name])
         rss = _rss_kib(server.pid)
@@ -313,7 +313,7 @@ def bench_function_peers(calls: int) -> None:
     loop = asyncio.new_event_loop()
     name, xr, required = next(e for e in _examples("LLMInference") if e[0] == "llm-autoscaled.yaml")
     comp = render.select_composition(pkg, xr)
-    step_input = _step_input(comp, "devops-toolkit-function-dot-inference")
+    step_input = _step_input(comp, render.fn_dot_inference())
     for count in (0, 100, 1000):
         peers = []
         for i in range(count):

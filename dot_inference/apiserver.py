@@ -118,15 +118,13 @@ class ValidationReport:
 def schema_dirs() -> list[Path]:
     """Where schemas are looked for by default.
 
-    ``$DOT_INFERENCE_SCHEMAS`` (``os.pathsep``-separated) if set, else ``../shared/schemas``
-    beside the repository; then the repository's ``package/`` (our own XRDs).
+    ``$DOT_INFERENCE_SCHEMAS`` (``os.pathsep``-separated) if set, else the upstream schemas
+    vendored in the repository's ``schemas/`` (each folder's SOURCE names its commit); then
+    the repository's ``package/`` (our own XRDs).
     """
     repo = Path(__file__).resolve().parents[1]
     env = os.environ.get("DOT_INFERENCE_SCHEMAS")
-    if env:
-        dirs = [Path(p) for p in env.split(os.pathsep) if p]
-    else:
-        dirs = [Path(__file__).resolve().parents[2] / "shared" / "schemas"]
+    dirs = [Path(p) for p in env.split(os.pathsep) if p] if env else [repo / "schemas"]
     return [*dirs, repo / "package"]
 
 
@@ -1150,7 +1148,7 @@ def _yaml_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-# Parsed schema files, kept between runs: ../shared/schemas is 7 MB of YAML, half a second to
+# Parsed schema files, kept between runs: schemas/ is 5 MB of YAML, half a second to
 # parse on every `dot-inference render --validate`. Keyed by path, mtime and size, so an
 # edited or regenerated file is parsed again. DOT_INFERENCE_CACHE names another folder.
 _CACHE_DIR = Path(

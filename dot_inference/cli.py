@@ -564,5 +564,114 @@ def generate_cmd(check: bool) -> int:
         _fail(f"generate: {type(e).__name__}: {e}")
 
 
+# --------------------------------------------------------------------------- vendor, pin
+
+
+@cli.command("vendor")
+@click.argument("folders", nargs=-1)
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 if a folder is stale.")
+@click.option(
+    "--git-url",
+    help="Fetch from this git URL instead of the SOURCE's GitHub repository (one folder).",
+)
+def vendor_cmd(folders: tuple[str, ...], check: bool, git_url: str | None) -> int:
+    """Re-vendor schemas/: every folder whose pin moved, or the FOLDERS named."""
+    from dot_inference import vendor
+
+    try:
+        code, lines = vendor.vendor(list(folders), git_url=git_url, check=check)
+    except (vendor.VendorError, OSError) as e:
+        _fail(f"vendor: {e}")
+    for line in lines:
+        click.echo(line, err=code != 0)
+    return code
+
+
+@cli.command("pin")
+@click.argument("name")
+def pin_cmd(name: str) -> int:
+    """Print a pinned version: NAME in kcl/versions.k, or devbox.json:<package>."""
+    from dot_inference import pins
+
+    try:
+        click.echo(pins.pin(name))
+    except (pins.PinError, OSError, ValueError) as e:
+        _fail(f"pin: {e}")
+    return 0
+
+
+@cli.command("renovate-extract")
+@click.argument(
+    "repo", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path(".")
+)
+def renovate_extract_cmd(repo: Path) -> int:
+    """Print every dependency Renovate finds in REPO (its tracked files), offline."""
+    from dot_inference import renovate
+
+    try:
+        deps = renovate.extract(repo.resolve())
+    except renovate.RenovateError as e:
+        _fail(f"renovate-extract: {e}", 1)
+    click.echo(renovate.rows(deps), nl=False)
+    click.echo(f"{len(deps)} dependencies found", err=True)
+    return 0
+
+
+@cli.command("lint-workflows")
+def lint_workflows_cmd() -> int:
+    """actionlint on .github/workflows (installed on first use where it can be)."""
+    from dot_inference import workflows
+
+    try:
+        code, message = workflows.lint()
+    except (OSError, ValueError) as e:
+        _fail(f"lint-workflows: {e}")
+    click.echo(message, err=code != 0)
+    return code
+
+
+# --------------------------------------------------------------------------- release
+
+
+@cli.group("release")
+def release_group() -> None:
+    """The project's version and where its release goes (pyproject.toml)."""
+
+
+@release_group.command("info")
+@click.argument("field", required=False)
+def release_info_cmd(field: str | None) -> int:
+    """Print KEY=value lines (version, tag, registry, packages), or one FIELD's value."""
+    from dataclasses import asdict
+
+    from dot_inference import release
+
+    try:
+        rel = release.release()
+    except (release.ReleaseError, OSError, ValueError) as e:
+        _fail(f"release: {e}")
+    values = asdict(rel)
+    if field is None:
+        click.echo(rel.env(), nl=False)
+    elif field in values:
+        click.echo(values[field])
+    else:
+        _fail(f"release info: no field {field!r} (fields: {', '.join(values)})")
+    return 0
+
+
+@release_group.command("check-tag")
+@click.argument("tag")
+def release_check_tag_cmd(tag: str) -> int:
+    """Exit 1 unless TAG (e.g. $GITHUB_REF_NAME) is v<the project's version>."""
+    from dot_inference import release
+
+    try:
+        click.echo(f"releasing {release.check_tag(tag)}")
+    except release.ReleaseError as e:
+        _fail(f"release: {e}", 1)
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
     cli()

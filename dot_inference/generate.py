@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from dot_inference import release
+
 ROOT = Path(__file__).resolve().parents[1]
 KCL_DIR = ROOT / "kcl"
 HEADER = (
@@ -61,31 +63,27 @@ def production_stack_upstream(schemas: Path | None = None) -> dict[str, object]:
     names the commit). The InferenceCluster installs exactly these, and kcl/ checks that the
     commit is the one kcl/versions.k pins."""
     from dot_inference.apiserver import schema_dirs
+    from dot_inference.vendor import SOURCE, VendorError, load
 
-    folder = (schemas or schema_dirs()[0]) / "production-stack"
-    source = folder / "SOURCE"
-    if not source.is_file():
+    root = schemas or schema_dirs()[0]
+    try:
+        commit = load("production-stack", root).commit
+    except VendorError as e:
         raise GenerateError(
-            f"{source} is missing: the production-stack operator CRDs come from "
-            "../shared/schemas/production-stack (DOT_INFERENCE_SCHEMAS names another folder)"
-        )
-    fields = dict(line.split(":", 1) for line in source.read_text().splitlines() if ":" in line)
-    commit = fields.get("commit", "").strip()
-    crds = [
-        doc
-        for f in sorted(folder.glob("*.yaml"))
-        for doc in yaml.safe_load_all(f.read_text())
-        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
-    ]
-    return {"commit": commit, "crds": crds}
+            f"{e}: the production-stack operator CRDs are vendored in schemas/production-stack "
+            f"with a {SOURCE} naming their commit (`./task vendor -- production-stack`)"
+        ) from e
+    return {"commit": commit, "crds": _crds_in(root / "production-stack")}
 
 
 def _crds_in(folder: Path) -> list[dict]:
     if not folder.is_dir():
-        raise GenerateError(f"{folder} is missing: upstream CRDs come from ../shared/schemas")
+        raise GenerateError(
+            f"{folder} is missing: upstream CRDs are vendored in schemas/ (`./task vendor`)"
+        )
     return [
         doc
-        for f in sorted(folder.glob("*.yaml"))
+        for f in sorted(folder.rglob("*.yaml"))
         for doc in yaml.safe_load_all(f.read_text())
         if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
     ]
@@ -115,7 +113,7 @@ def llmd_upstream(schemas: Path | None = None) -> dict[str, object]:
 
 def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[str, str]:
     """Evaluate kcl/main.k and return {relative path: file text}. `schemas` is the upstream
-    schemas folder the operator CRDs come from (default ../shared/schemas)."""
+    schemas folder the installed CRDs come from (default the vendored schemas/)."""
     from kcl_lib import api
 
     args = api.ExecProgramArgs(
@@ -127,6 +125,7 @@ def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[s
             ),
             api.Argument(name="llmd", value=json.dumps(llmd_upstream(schemas))),
             api.Argument(name="limits", value=json.dumps(_limits(kcl_dir.parent))),
+            api.Argument(name="release", value=release.kcl_option(kcl_dir.parent)),
         ],
     )
     result = api.API().exec_program(args)

@@ -1,6 +1,6 @@
 """Small builders for the objects an LLMInference composes. Plain dicts in, plain dicts out.
 
-Field names follow the upstream schemas in ../shared/schemas (production-stack VLLMRuntime,
+Field names follow the upstream schemas vendored in schemas/ (production-stack VLLMRuntime,
 provider-kubernetes Object) and the Kubernetes API (Ingress, Namespace, Secret).
 """
 

@@ -14,6 +14,8 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from dot_inference import release
+
 # In-process CLI tests render one claim after another: forking a test process (xdist's own
 # threads) is not safe. tests/unit/test_cli.py runs the parallel path in a subprocess.
 os.environ.setdefault("DOT_INFERENCE_JOBS", "1")
@@ -25,7 +27,8 @@ os.environ.pop("HF_ENDPOINT", None)
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "package"
 EXAMPLES = ROOT / "examples"
-FUNCTION_NAME = "devops-toolkit-function-dot-inference"
+# The name Crossplane gives this project's function, from the registry in pyproject.toml.
+FUNCTION_NAME = release.release().function_name
 
 
 # The tests' own YAML (fixtures, examples, what the code under test printed) read with

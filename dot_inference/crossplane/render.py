@@ -66,10 +66,17 @@ _STATUS_NAMES = {
 }
 
 # The names Crossplane gives the Function packages this Configuration depends on
-# (docs/architecture.md).
+# (docs/architecture.md); this project's own follows the registry in pyproject.toml.
 FN_KCL = "crossplane-contrib-function-kcl"
 FN_AUTO_READY = "crossplane-contrib-function-auto-ready"
-FN_DOT_INFERENCE = "devops-toolkit-function-dot-inference"
+
+
+@functools.cache
+def fn_dot_inference() -> str:
+    """The name Crossplane gives this project's function (dot_inference/release.py)."""
+    from dot_inference import release
+
+    return release.release().function_name
 
 
 @dataclass
@@ -704,7 +711,7 @@ def default_runners() -> dict[str, StepRunner]:
     return {
         FN_KCL: _LazyRunner("dot_inference.function_kcl", "run"),
         FN_AUTO_READY: _LazyRunner("dot_inference.function_auto_ready", "run"),
-        FN_DOT_INFERENCE: _LazyRunner("function.fn", "RunFunction", cls="FunctionRunner"),
+        fn_dot_inference(): _LazyRunner("function.fn", "RunFunction", cls="FunctionRunner"),
     }
 
 

@@ -19,12 +19,8 @@ from dot_inference.apiserver import (
 )
 
 TESTDATA = Path(__file__).parent / "testdata" / "validate"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "schemas"
-PATHS = [SHARED, TESTDATA]
-
-pytestmark = pytest.mark.skipif(
-    not SHARED.is_dir(), reason="../shared/schemas is not beside the repo"
-)
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+PATHS = [SCHEMAS, TESTDATA]
 
 
 def release(**spec_overrides: Any) -> dict[str, Any]:
@@ -496,7 +492,7 @@ def test_load_yaml_stream_skips_empty_documents(tmp_path: Path) -> None:
 def test_schema_dirs_default_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.delenv("DOT_INFERENCE_SCHEMAS", raising=False)
-    assert schema_dirs() == [repo.parent / "shared" / "schemas", repo / "package"]
+    assert schema_dirs() == [repo / "schemas", repo / "package"]
     monkeypatch.setenv("DOT_INFERENCE_SCHEMAS", f"/a{__import__('os').pathsep}/b")
     assert schema_dirs() == [Path("/a"), Path("/b"), repo / "package"]
 

@@ -3,7 +3,8 @@
 kcl/versions.k pins a commit of vllm-project/production-stack; the InferenceCluster installs
 that commit's CRDs (passed into its Composition by the generator) and runs the controller
 image built from it; the offline validation reads the same CRDs from
-../shared/schemas/production-stack, whose SOURCE names the commit. Before this, the cluster
+schemas/production-stack, whose SOURCE names the commit (tests/contract/test_vendored_schemas.py
+holds it to the pin). Before this, the cluster
 applied the stale `operator/config/default.yaml` of a release tag (no shmSize,
 nodeSelectorTerms, toleration, hfTokenSecret shape, status.availableReplicas...) and ran
 `:latest`, while the tests validated against other CRDs.
@@ -11,44 +12,25 @@ nodeSelectorTerms, toleration, hfTokenSecret shape, status.availableReplicas...)
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml, parse_yaml_all
+from conftest import EXAMPLES, PACKAGE, load_yaml, parse_yaml_all
 
 from dot_inference.apiserver import schema_dirs
 from dot_inference.crossplane import documents, render
 from dot_inference.generate import GenerateError, production_stack_upstream, render_files
+from dot_inference.pins import pin
 
-VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
 UPSTREAM = schema_dirs()[0] / "production-stack"
 CLUSTER_EXAMPLES = sorted(EXAMPLES.glob("cluster-*.yaml"))
-
-
-def pin(name: str) -> str:
-    m = re.search(rf'^{name} = "([^"]+)"', VERSIONS, re.MULTILINE)
-    assert m, f"kcl/versions.k has no {name}"
-    return m.group(1)
 
 
 def _kcl_params() -> dict:
     comp = load_yaml(PACKAGE / "inferencecluster" / "composition.yaml")[0]
     step = next(s for s in comp["spec"]["pipeline"] if s["step"] == "kcl")
     return step["input"]["spec"]["params"]
-
-
-def test_the_pin_is_the_commit_the_tests_validate_against() -> None:
-    source = dict(
-        line.split(":", 1) for line in (UPSTREAM / "SOURCE").read_text().splitlines() if line
-    )
-    assert source["repository"].strip() == "vllm-project/production-stack"
-    assert source["commit"].strip() == pin("production_stack_operator"), (
-        "kcl/versions.k production_stack_operator and ../shared/schemas/production-stack/SOURCE "
-        "name different commits: the cluster would install one operator and the tests "
-        "validate against another"
-    )
 
 
 def test_the_cluster_installs_exactly_the_crds_the_tests_validate_against() -> None:
@@ -77,15 +59,13 @@ def test_generate_refuses_crds_of_another_commit(tmp_path: Path) -> None:
     shutil.copytree(UPSTREAM, other)
     for folder in ("gateway-api", "gateway-api-inference-extension", "llm-d-router"):
         (tmp_path / folder).symlink_to(UPSTREAM.parent / folder)
-    (other / "SOURCE").write_text(
-        "repository: vllm-project/production-stack\n"
-        "commit: 0000000000000000000000000000000000000000\n"
-    )
+    source = (other / "SOURCE").read_text()
+    (other / "SOURCE").write_text(source.replace(pin("production_stack_operator"), "deadbeef" * 5))
     with pytest.raises(GenerateError) as e:
         render_files(schemas=tmp_path)
     message = str(e.value)
     assert pin("production_stack_operator") in message
-    assert "0000000000000000000000000000000000000000" in message
+    assert "deadbeef" * 5 in message
 
 
 def test_generate_says_where_the_crds_come_from(tmp_path: Path) -> None:

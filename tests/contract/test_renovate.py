@@ -1,11 +1,12 @@
 """Renovate sees every pin once, where it is written, and nothing in generated files.
 
-Runs Renovate's own extraction (``../shared/tools/renovate-extract``: Renovate 44 with
-``--platform=local --dry-run=extract``, after ``renovate-config-validator --strict`` on
-renovate.json) on a throwaway git repository holding the files Renovate reads here: Renovate
-only reads committed files, so the working tree's copies are committed there, uncommitted
-edits included. The first run installs Node 24 and Renovate 44 from npm (a few minutes);
-later runs take seconds. Without npm the tests skip with the tool's message.
+Runs Renovate's own extraction (dot_inference/renovate.py: the Renovate release
+tools/renovate/package.json pins, with ``--platform=local --dry-run=extract``, after
+``renovate-config-validator --strict`` on renovate.json) on a throwaway git repository holding
+the files Renovate reads here: Renovate only reads committed files, so the working tree's
+copies are committed there, uncommitted edits included. The first run installs Node and
+Renovate from npm (a few minutes); later runs take seconds. Where npm cannot install them
+the tests skip with npm's message.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import NamedTuple
 
 import pytest
 
+from dot_inference import pins, renovate
+from dot_inference.renovate import Dep
+
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = Path(__file__).resolve().parents[3] / "shared" / "tools" / "renovate-extract"
 VERSIONS = ROOT / "kcl" / "versions.k"
 RENOVATE_JSON = ROOT / "renovate.json"
 
@@ -36,6 +39,9 @@ COPIED = (
     "examples",
     "function/package",
     "install",
+    ".github",
+    "devbox.json",
+    "tools/renovate",
 )
 GENERATED = (
     "package/",
@@ -44,16 +50,6 @@ GENERATED = (
     "examples/functions.yaml",
     "examples/manifests/",
 )
-
-
-class Dep(NamedTuple):
-    manager: str
-    file: str
-    dep_name: str
-    datasource: str
-    registry: str
-    current_value: str
-    skip_reason: str
 
 
 class Annotation(NamedTuple):
@@ -134,8 +130,6 @@ def _git(repo: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def deps(tmp_path_factory: pytest.TempPathFactory) -> list[Dep]:
     """Renovate's extraction, run once for the module."""
-    if not TOOL.is_file():
-        pytest.skip(f"{TOOL} is not beside the repository")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     repo = tmp_path_factory.mktemp("renovate-repo")
@@ -150,20 +144,10 @@ def deps(tmp_path_factory: pytest.TempPathFactory) -> list[Dep]:
     _git(repo, "init", "--quiet")
     _git(repo, "add", "--all")
     _git(repo, "commit", "--quiet", "--message", "working tree")
-    proc = subprocess.run(
-        [str(TOOL), str(repo)], capture_output=True, text=True, timeout=1800, check=False
-    )
-    if proc.returncode == 2:
-        pytest.skip(f"renovate-extract could not install Renovate: {proc.stderr.strip()}")
-    assert proc.returncode == 0, f"renovate-extract failed:\n{proc.stderr}"
-    lines = proc.stdout.splitlines()
-    assert lines and lines[0].startswith("manager\t"), proc.stdout
-    rows = []
-    for line in lines[1:]:
-        cells = line.split("\t")
-        cells += [""] * (len(Dep._fields) - len(cells))
-        rows.append(Dep(*cells[: len(Dep._fields)]))
-    return rows
+    try:
+        return renovate.extract(repo)
+    except renovate.NotInstallable as e:
+        pytest.skip(f"Renovate could not be installed here: {e}")
 
 
 def test_versions_file_has_annotations() -> None:
@@ -192,9 +176,91 @@ def test_nothing_else_in_the_versions_file(deps: list[Dep]) -> None:
 
 
 def test_no_dependency_is_reported_twice(deps: list[Dep]) -> None:
-    counts = Counter((d.datasource, d.dep_name) for d in deps)
+    """A version is written once; a GitHub Action used by several steps is the exception,
+    and then every step uses the same release and digest (Renovate moves them together)."""
+    counts = Counter((d.datasource, d.dep_name) for d in deps if d.manager != "github-actions")
     twice = sorted(f"{ds} {name}" for (ds, name), n in counts.items() if n > 1)
     assert not twice, f"pinned in more than one place: {twice}"
+    actions: dict[str, set[tuple[str, str]]] = {}
+    for d in deps:
+        if d.manager == "github-actions":
+            actions.setdefault(d.dep_name, set()).add((d.current_value, d.current_digest))
+    assert {a: v for a, v in actions.items() if len(v) > 1} == {}
+
+
+# `uses: owner/repo@<40-hex commit> # v<version>` (a step's action, or a local ./ path).
+_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+?)(?:@(\S+))?(?:\s+#\s*(\S+))?\s*$")
+
+
+def uses_lines() -> list[tuple[str, str, str, str]]:
+    """(file, action, ref, version comment) of every `uses:` under .github."""
+    out = []
+    for path in sorted((ROOT / ".github").rglob("*.y*ml")):
+        for line in path.read_text().splitlines():
+            m = _USES.match(line)
+            if m:
+                rel = path.relative_to(ROOT).as_posix()
+                out.append((rel, m.group(1), m.group(2) or "", m.group(3) or ""))
+    return out
+
+
+USES = uses_lines()
+
+
+def test_workflows_use_actions() -> None:
+    assert len({u[1] for u in USES}) >= 8, USES
+
+
+@pytest.mark.parametrize("use", USES, ids=lambda u: f"{u[0]}:{u[1]}")
+def test_every_action_is_pinned_by_commit_with_its_version(use: tuple[str, str, str, str]) -> None:
+    file, action, ref, comment = use
+    if action.startswith("./"):
+        assert (ROOT / action / "action.yml").is_file(), f"{file}: no local action {action}"
+        return
+    assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{file}: {action}@{ref} is not a commit"
+    assert re.fullmatch(r"v\d+(\.\d+){0,2}", comment), f"{file}: {action} has no `# vX.Y.Z`"
+
+
+@pytest.mark.parametrize(
+    "use", [u for u in USES if not u[1].startswith("./")], ids=lambda u: f"{u[0]}:{u[1]}"
+)
+def test_renovate_tracks_every_action(deps: list[Dep], use: tuple[str, str, str, str]) -> None:
+    file, action, ref, comment = use
+    found = {
+        (d.current_value, d.current_digest)
+        for d in deps
+        if d.manager == "github-actions" and d.file == file and d.dep_name == action
+    }
+    # Offline, Renovate cannot look GitHub up ("github-token-required"): it still reads the
+    # pin, which is what it would move.
+    assert found == {(comment, ref)}, found
+
+
+DEVBOX = pins.devbox_packages()
+
+
+@pytest.mark.parametrize(("package", "version"), sorted(DEVBOX.items()))
+def test_renovate_tracks_every_devbox_tool(deps: list[Dep], package: str, version: str) -> None:
+    found = [d for d in deps if d.manager == "devbox" and d.dep_name == package]
+    assert [(d.current_value, d.skip_reason) for d in found] == [(version, "")]
+
+
+def test_renovate_tracks_the_devbox_cli_and_its_own_pins(deps: list[Dep]) -> None:
+    devbox = [d for d in deps if d.dep_name == "jetify-com/devbox"]
+    assert [(d.file, d.datasource) for d in devbox] == [
+        (".github/actions/setup/action.yml", "github-releases")
+    ]
+    pinned = json.loads((ROOT / "tools" / "renovate" / "package.json").read_text())
+    npm = {d.dep_name: d.current_value for d in deps if d.manager == "npm"}
+    assert npm == pinned["dependencies"]
+
+
+def test_task_is_the_same_release_in_both_places() -> None:
+    """Task is pinned as go-task-bin (what ./task runs) and go-task (devbox.json); a
+    renovate.json rule groups the two."""
+    assert DEVBOX["go-task"] == dict(PINS)["go-task-bin"]
+    rules = json.loads(RENOVATE_JSON.read_text())["packageRules"]
+    assert any(set(r.get("matchDepNames", [])) == {"go-task", "go-task-bin"} for r in rules)
 
 
 def test_nothing_from_generated_files(deps: list[Dep]) -> None:

@@ -1,7 +1,8 @@
 """Serving at scale against what runs: the pinned KEDA, router chart, production-stack CRD and
 inference simulator.
 
-- The KEDA chart installed is the release whose CRDs the ScaledObjects are validated against.
+- (The KEDA chart installed is the release whose CRDs the ScaledObjects are validated against:
+  tests/contract/test_vendored_schemas.py holds schemas/keda to the pin.)
 - The simulator the Composition pins is the release whose parser `simulator_flags.yaml` was
   read from, and the command line the function gives it uses only flags it declares.
 - The router values the InferenceCluster writes satisfy the vllm-stack chart's values schema
@@ -15,7 +16,6 @@ inference simulator.
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Any
 
@@ -25,32 +25,18 @@ from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml, pars
 
 from dot_inference.crossplane.documents import load_package
 from dot_inference.crossplane.render import render_in_package
+from dot_inference.pins import pin
 from function import resources, simulator
 
-SHARED = ROOT.parent / "shared" / "schemas"
-VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
+SCHEMAS = ROOT / "schemas"
 ROUTER_SCHEMA = parse_yaml(
     (Path(__file__).parent / "testdata" / "charts" / "vllm-stack-router.yaml").read_text()
 )
 
 
-def pin(name: str) -> str:
-    m = re.search(rf'^{name} = "([^"]+)"', VERSIONS, re.MULTILINE)
-    assert m, f"kcl/versions.k has no {name}"
-    return m.group(1)
-
-
 @pytest.fixture(scope="module")
 def pkg() -> Any:
     return load_package(PACKAGE)
-
-
-def test_keda_chart_is_the_release_whose_crds_we_validate_against() -> None:
-    row = next(line for line in (SHARED / "INDEX.md").read_text().splitlines() if "`keda/`" in line)
-    release = re.search(r"kedacore/keda v(\d+\.\d+\.\d+)", row)
-    assert release, row
-    # kedacore/charts tags the chart with KEDA's version (keda/Chart.yaml version = appVersion).
-    assert pin("keda") == release.group(1)
 
 
 def test_the_simulator_pinned_is_the_one_whose_flags_we_read() -> None:
@@ -153,7 +139,7 @@ def test_the_router_discovers_every_engine_a_model_composes(pkg: Any) -> None:
 
 
 def test_keda_owns_exactly_the_scale_subresources_replica_path() -> None:
-    crd = load_yaml(SHARED / "production-stack" / "production-stack.vllm.ai_vllmruntimes.yaml")[0]
+    crd = load_yaml(SCHEMAS / "production-stack" / "production-stack.vllm.ai_vllmruntimes.yaml")[0]
     scale = crd["spec"]["versions"][0]["subresources"]["scale"]
     path = scale["specReplicasPath"].lstrip(".").split(".")
     assert path == ["spec", "deploymentConfig", "replicas"]
@@ -185,11 +171,3 @@ def test_a_scaled_object_validates_and_a_broken_one_does_not(pkg: Any) -> None:
     assert validate_objects([good]).ok
     bad = {**good, "spec": {**good["spec"], "maxReplicaCount": "two"}}
     assert not validate_objects([bad]).ok
-
-
-def test_lws_chart_is_the_release_whose_crd_we_validate_against() -> None:
-    row = next(line for line in (SHARED / "INDEX.md").read_text().splitlines() if "`lws/`" in line)
-    release = re.search(r"kubernetes-sigs/lws v(\d+\.\d+\.\d+)", row)
-    assert release, row
-    # The chart is pushed as an OCI artifact with the release's version (lws hack/push-chart.sh).
-    assert pin("lws") == release.group(1)

@@ -38,7 +38,7 @@ from typing import Any
 
 from dot_inference.apiserver import defaulted
 
-SHARED_SCHEMAS = Path(__file__).resolve().parents[3] / "shared" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 
 class ControllerPanic(Exception):
@@ -99,7 +99,7 @@ def canonical_quantity(text: str) -> str:
 
 def with_crd_defaults(runtime: dict[str, Any]) -> dict[str, Any]:
     """The VLLMRuntime as the API server stores it: the pinned CRD's defaults applied."""
-    return defaulted(runtime, schema_paths=[SHARED_SCHEMAS / "production-stack"])
+    return defaulted(runtime, schema_paths=[SCHEMAS / "production-stack"])
 
 
 def _dig(obj: Any, *path: str, default: Any = None) -> Any:

@@ -1,8 +1,8 @@
 """What can be checked of the Chainsaw end-to-end suites (tests/e2e/) without a cluster.
 
 * Every ``chainsaw-test.yaml`` and the root ``.chainsaw.yaml`` validate against Chainsaw's own
-  JSON schemas (v0.2.15, ``../shared/schemas/chainsaw``), and every file or script a step
-  names exists.
+  JSON schemas (the release devbox.json pins, vendored in ``schemas/chainsaw``), and every
+  file or script a step names exists.
 * Every claim a suite applies renders offline through the real package
   (``dot_inference.crossplane.render``)
   without a fatal result, and the render validates against the upstream schemas.
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "tests" / "e2e"
 PACKAGE = ROOT / "package"
 EXAMPLES = ROOT / "examples"
-SCHEMAS = ROOT.parent / "shared" / "schemas" / "chainsaw"
+SCHEMAS = ROOT / "schemas" / "chainsaw"
 VALUES_FILE = E2E / "values.yaml"
 CHAINSAW_CONFIG = ROOT / ".chainsaw.yaml"
 
@@ -656,12 +656,6 @@ def _schema(name: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-needs_schemas = pytest.mark.skipif(
-    not SCHEMAS.is_dir(), reason="../shared/schemas/chainsaw is not beside the repository"
-)
-
-
-@needs_schemas
 @pytest.mark.parametrize(
     ("path", "schema", "kind"),
     [
@@ -925,7 +919,7 @@ def test_setup_providerconfigs_validate() -> None:
 
 def test_vllmruntime_crd_comes_from_the_pinned_commit() -> None:
     """The llm-local suite applies the VLLMRuntime CRD the InferenceCluster installs: the
-    upstream CRD of the commit kcl/versions.k pins (../shared/schemas/production-stack)."""
+    upstream CRD of the commit kcl/versions.k pins (schemas/production-stack)."""
     sys.path.insert(0, str(E2E / "scripts"))
     try:
         import production_stack

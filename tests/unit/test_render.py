@@ -17,7 +17,7 @@ from conftest import ROOT
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from dot_inference import cli
+from dot_inference import cli, release
 from dot_inference import function_auto_ready as autoready
 from dot_inference.crossplane import documents, printer, render
 from dot_inference.crossplane.convert import jsonable
@@ -1079,7 +1079,7 @@ def test_default_runners_are_lazy_and_await_async_functions(
     assert set(runners) == {
         "crossplane-contrib-function-kcl",
         "crossplane-contrib-function-auto-ready",
-        "devops-toolkit-function-dot-inference",
+        release.release().function_name,
     }
 
     class FunctionRunner:

@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from dot_inference import release
+
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "package"
 VALUES = ROOT / "tests" / "e2e" / "values.yaml"
@@ -63,11 +65,11 @@ def _load_all(path: Path) -> list[dict[str, Any]]:
 
 
 def package_name(package: str) -> str:
-    """`xpkg.crossplane.io/crossplane-contrib/function-kcl` -> `crossplane-contrib-function-kcl`."""
-    parts = package.split("/")
-    if len(parts) < 3:
+    """`xpkg.crossplane.io/crossplane-contrib/function-kcl` -> `crossplane-contrib-function-kcl`,
+    the name Crossplane's package manager gives a dependency."""
+    if len(package.split("/")) < 3:
         raise ManifestError(f"{package!r} is not <registry>/<org>/<repository>")
-    return f"{parts[-2]}-{parts[-1]}"
+    return release.dependency_name(package)
 
 
 def pinned_version(constraint: str, package: str) -> str:
@@ -107,9 +109,7 @@ def packages(clouds: set[str], package_dir: Path = PACKAGE) -> list[dict[str, An
             continue
         name = package_name(package)
         ref = f"{package}:{pinned_version(str(dep.get('version', '')), package)}"
-        if name == "devops-toolkit-function-dot-inference" and os.environ.get(
-            FUNCTION_OVERRIDE_ENV
-        ):
+        if package == release.release().function_package and os.environ.get(FUNCTION_OVERRIDE_ENV):
             ref = os.environ[FUNCTION_OVERRIDE_ENV]
         spec: dict[str, Any] = {"package": ref}
         short = package.rsplit("/", 1)[-1]
