@@ -33,7 +33,7 @@ class Release:
     version: str  # 0.1.0
     tag: str  # v0.1.0: the git tag, image tag and package tag
     registry: str  # xpkg.upbound.io/devops-toolkit
-    registry_host: str  # xpkg.upbound.io: what a login names
+    registry_host: str  # xpkg.upbound.io (with its port, if any): what a login names
     function_package: str  # <registry>/function-dot-inference
     configuration_package: str  # <registry>/dot-inference
     runtime_image: str  # <registry>/function-dot-inference-runtime: the function image alone
@@ -51,10 +51,12 @@ def settings(root: Path = ROOT) -> tuple[str, str]:
     registry = str(((data.get("tool") or {}).get("dot-inference") or {}).get("registry") or "")
     if not _SEMVER.match(version):
         raise ReleaseError(f"pyproject.toml: [project] version {version!r} is not X.Y.Z")
-    if not registry or registry.endswith("/") or "/" not in registry or ":" in registry:
+    host, _, path = registry.partition("/")
+    if not host or not path or path.endswith("/") or ":" in path or "@" in registry:
         raise ReleaseError(
             f"pyproject.toml: [tool.dot-inference] registry {registry!r} must be "
-            "<host>/<organisation>, e.g. xpkg.upbound.io/devops-toolkit"
+            "<host>[:port]/<organisation>, e.g. xpkg.upbound.io/devops-toolkit or "
+            "localhost:5000/acme (no tag: the version is added)"
         )
     return version, registry
 
@@ -95,9 +97,10 @@ def check_tag(tag: str, root: Path = ROOT) -> str:
     name = tag.removeprefix("refs/tags/")
     if name != rel.tag:
         raise ReleaseError(
-            f"tag {name!r} does not match the project's version {rel.version} (pyproject.toml): "
-            f"tag {rel.tag}, or set [project] version to {name.removeprefix('v')}, run "
-            "./task generate and commit before tagging"
+            f"tag {name!r} does not match the project's version {rel.version} "
+            f"(pyproject.toml [project] version): nothing was released. Either push the tag "
+            f"{rel.tag}, or delete this tag (git push --delete origin {name}), set the version "
+            f"to {name.removeprefix('v')}, run ./task generate, commit, and tag again"
         )
     return rel.tag
 

