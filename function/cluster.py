@@ -9,6 +9,7 @@ from typing import Any
 
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
 from function.spec import LLMSpec, P, SpecError
+from function.storage import parse_gib
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -73,6 +74,20 @@ class Target:
     # (status.vllm.namespace, status.endpoint).
     router_namespace: str | None = None
     router_endpoint: str | None = None
+    # Whether what the model exposes is served by the control plane's own ingress controller,
+    # which every namespace shares (no cluster, or an InferenceCluster of provider `local`).
+    control_plane: bool = False
+    # Addresses the platform team lets engines send their KV cache to, and the largest model
+    # cache a claim may ask for (status.tenancy.kvTransferHosts, .maxModelCacheSize).
+    kv_transfer_hosts: tuple[str, ...] = ()
+    max_cache_gib: int | None = None
+
+    @property
+    def router_host(self) -> str | None:
+        """The public host of the cluster's router (apps.vllm.endpoint.host), if it has one."""
+        from function.tenancy import url_host
+
+        return url_host(self.router_endpoint)
 
     @property
     def routed(self) -> bool:
@@ -119,7 +134,7 @@ def without_cluster(spec: LLMSpec) -> Target:
             provider_config=spec.provider_config_name,
             namespace=spec.target_namespace or spec.namespace,
         )
-    return Target(provider_config=None, namespace=spec.namespace)
+    return Target(provider_config=None, namespace=spec.namespace, control_plane=True)
 
 
 def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
@@ -257,6 +272,9 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         rdma=rdma,
         rdma_resource=rdma_resource if isinstance(rdma_resource, str) and rdma_resource else None,
         router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,
+        control_plane=dig(cluster, "spec", "parameters", "provider") == "local",
+        kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
+        max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
     )
 
 

@@ -236,8 +236,26 @@ def _keep_observed(inputs: Inputs, out: Outcome) -> None:
         out.resources[name] = resources.desired_from_observed(obj)
 
 
-def _check_tenancy(spec: LLMSpec, target: Target) -> None:
-    """A claim's objects go only where its namespace may deploy (function/tenancy.py)."""
+POLICY_REQUIREMENT = "tenancy-policy"
+
+
+def _admin_allowed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[str, ...] | None:
+    """What the platform admin's policy (the EnvironmentConfig tenancy.POLICY_NAME) lets the
+    claim's namespace deploy into; None until Crossplane has looked it up."""
+    out.requirements[POLICY_REQUIREMENT] = {
+        "apiVersion": tenancy.POLICY_API_VERSION,
+        "kind": tenancy.POLICY_KIND,
+        "matchName": tenancy.POLICY_NAME,
+    }
+    if POLICY_REQUIREMENT not in inputs.required:
+        return None
+    found = inputs.required[POLICY_REQUIREMENT]
+    return tenancy.admin_allowed(found[0] if found else None, spec.namespace)
+
+
+def _check_tenancy(spec: LLMSpec, target: Target, admin: tuple[str, ...] = ()) -> None:
+    """A claim's objects go only where its namespace may deploy (function/tenancy.py): its
+    cluster's allowed namespaces, and those the platform admin's policy adds (`admin`)."""
     if target.provider_config is None:
         return  # Crossplane composes into the claim's own namespace
     if spec.target_namespace:
@@ -249,7 +267,7 @@ def _check_tenancy(spec: LLMSpec, target: Target) -> None:
     problem = tenancy.problem(
         target_namespace=target.namespace,
         claim_namespace=spec.namespace,
-        cluster_allowed=target.allowed_namespaces,
+        cluster_allowed=(*target.allowed_namespaces, *admin),
         cluster=target.cluster,
         field=field,
         cluster_reserved=target.reserved_namespaces,
@@ -262,8 +280,27 @@ def _target(
     spec: LLMSpec, inputs: Inputs, out: Outcome, chosen: dict[str, Any] | None = None
 ) -> Target | None:
     target = _find_target(spec, inputs, out, chosen)
-    if target is not None:
+    if target is None:
+        return None
+    try:
         _check_tenancy(spec, target)
+    except SpecError:
+        if tenancy.reserved(target.namespace, target.reserved_namespaces):
+            raise  # no policy opens a system namespace
+        # Not allowed by the cluster: the platform admin's policy may allow it.
+        admin = _admin_allowed(spec, inputs, out)
+        if admin is None:
+            out.conditions.append(
+                Condition(
+                    "Tenancy",
+                    "Unknown",
+                    "Resolving",
+                    f"looking up the platform's tenancy policy ({tenancy.POLICY_KIND} "
+                    f"{tenancy.POLICY_NAME})",
+                )
+            )
+            return None
+        _check_tenancy(spec, target, admin)
     return target
 
 
@@ -376,7 +413,10 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
         try:
             # What would refuse the model there: where it may deploy, names taken behind
             # that cluster's router.
-            _check_tenancy(as_ref, target)
+            try:
+                _check_tenancy(as_ref, target)
+            except SpecError:  # the platform admin's policy may allow it
+                _check_tenancy(as_ref, target, _admin_allowed(spec, inputs, out) or ())
             _check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
             _check_host(as_ref, target, others, created)
         except SpecError as e:
@@ -1149,6 +1189,9 @@ def _cache_plan(
             load_rate_mib_s=target.storage_read_mib_s,
             load_rate_mib_s_per_gib=target.storage_read_mib_s_per_gib,
             field=f"{P}.storage.size",
+            max_gib=target.max_cache_gib,
+            cap_field=f"spec.parameters.tenancy.maxModelCacheSize of InferenceCluster "
+            f"{spec.namespace}/{target.cluster}",
         )
     except storage.StorageError as e:
         raise SpecError(e.field, e.value, e.message) from e  # already says spec.parameters...
@@ -1966,6 +2009,15 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
                 "would take their requests. Use a public DNS name for this model, or none (it "
                 "is served under its path of the Gateway)",
             )
+    if target.router_host == host:
+        raise SpecError(
+            f,
+            host,
+            f"{f}: {host} is the host of InferenceCluster {spec.namespace}/{target.cluster}'s "
+            "router (spec.parameters.apps.vllm.endpoint.host), which serves every model on "
+            "that cluster; a model with the same host would take their requests. Choose "
+            "another host, or none (the router serves this model by its name)",
+        )
     for peer in others:
         if peer.ingress_host == host and peer.before(created, spec.name):
             raise SpecError(
@@ -1975,6 +2027,63 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
                 f"on InferenceCluster {target.cluster}, created before this one; choose another "
                 "host",
             )
+
+
+CONTROL_PLANE_MODELS = "control-plane-llminferences"
+CONTROL_PLANE_CLUSTERS = "control-plane-inferenceclusters"
+
+
+def _check_shared_host(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome, created: str
+) -> None:
+    """The control plane's ingress controller serves every namespace: a host there belongs to
+    the first claim that held it, whatever its namespace (a model, or a `local` cluster's
+    router). The first call of a reconcile asks Crossplane for every LLMInference and
+    InferenceCluster; Crossplane calls again with them before it applies anything."""
+    host = spec.ingress_host
+    if not host or not target.control_plane:
+        return
+    for name, kind in ((CONTROL_PLANE_MODELS, peers.KIND), (CONTROL_PLANE_CLUSTERS, CLUSTER_KIND)):
+        out.requirements[name] = {"apiVersion": CLUSTER_API_VERSION, "kind": kind}
+    holders = tenancy.control_plane_hosts(
+        inputs.required.get(CONTROL_PLANE_MODELS) or [],
+        inputs.required.get(CONTROL_PLANE_CLUSTERS) or [],
+    )
+    first = tenancy.first_holder(host, holders, created, (spec.namespace, peers.KIND, spec.name))
+    if first is not None:
+        f = f"{P}.ingressHost"
+        raise SpecError(
+            f,
+            host,
+            f"{f}: {host} is already served by {first.holder}, created before this claim, on "
+            "the control plane's ingress controller, which every namespace shares; choose "
+            "another host",
+        )
+
+
+def _check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
+    """The KV cache holds the prompts: a claim's own engine settings may send it only inside
+    the pod or to an address the platform team listed (InferenceCluster
+    spec.parameters.tenancy.kvTransferHosts). Disaggregated models are wired by the
+    function, and their own settings are refused earlier (spec.py)."""
+    where = (
+        f"spec.parameters.tenancy.kvTransferHosts of InferenceCluster "
+        f"{spec.namespace}/{target.cluster}"
+        if target.cluster
+        else "an InferenceCluster's spec.parameters.tenancy.kvTransferHosts (then name it in "
+        f"{P}.clusterRef)"
+    )
+    for flag, address in tenancy.kv_addresses(spec.engine.extra_args, spec.engine.env):
+        if address in tenancy.LOOPBACK or address in target.kv_transfer_hosts:
+            continue
+        f = f"{P}.engine.env" if flag in tenancy.KV_ENV else f"{P}.engine.extraArgs"
+        raise SpecError(
+            f,
+            address,
+            f"{f}: {flag} sends the KV cache, and with it the prompts, to {address}, which the "
+            f"platform team has not allowed; the engine may keep it in the pod (127.0.0.1) "
+            f"or send it to an address listed in {where}",
+        )
 
 
 def _check_keda(spec: LLMSpec, target: Target) -> None:
@@ -2162,6 +2271,8 @@ def compose(inputs: Inputs) -> Outcome:
         created = _created(inputs)
         _check_served_names(spec, target, others, created, inputs.xr, out)
         _check_host(spec, target, others, created)
+        _check_shared_host(spec, target, inputs, out, created)
+        _check_kv_endpoints(spec, target)
         _check_keda(spec, target)
         if spec.llmd and target.llmd_gateway is None:
             raise SpecError(

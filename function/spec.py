@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args, llmd, simulator, vllm_cli
+from function import engine_args, llmd, simulator, tenancy, vllm_cli
 from function.errors import FieldError
 from function.limits import (
     ALIAS,
@@ -179,6 +179,20 @@ def _optional_str(
     if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
         raise SpecError(f"{where}.{key}", value, f"{where}.{key}: {_short(value)} is not {what}")
     return value
+
+
+def _host(params: dict) -> str | None:
+    """spec.parameters.ingressHost: a DNS name, never an IP literal (Kubernetes refuses an IP
+    as an Ingress rule's host, Gateway API as a route's hostname)."""
+    host = _optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
+    if host is not None and tenancy.ip_literal(host):
+        raise SpecError(
+            f"{P}.ingressHost",
+            host,
+            f"{P}.ingressHost: {host} is an IP address; an Ingress or a route needs a DNS name "
+            "(e.g. a name under nip.io for a bare IP: qwen.<ip>.nip.io)",
+        )
+    return host
 
 
 def _model(params: dict) -> str:
@@ -505,7 +519,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         namespace=namespace,
         model=_model(params),
         gpu=_gpu(params),
-        ingress_host=_optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name"),
+        ingress_host=_host(params),
         provider_config_name=provider_config,
         target_namespace=target_ns,
         cluster_ref=cluster_ref,

@@ -266,7 +266,13 @@ def fetch_required(selector: Any, required: Iterable[dict]) -> Any:
                 found.append(obj)
         else:
             found.append(obj)
-    found.sort(key=lambda o: str(_get(o, "metadata", "name") or ""))
+    # Crossplane sorts by namespace, then name (stable when listing across namespaces).
+    found.sort(
+        key=lambda o: (
+            str(_get(o, "metadata", "namespace") or ""),
+            str(_get(o, "metadata", "name") or ""),
+        )
+    )
     for obj in found:
         out.items.add().resource.CopyFrom(to_struct(obj))
     return out

@@ -265,9 +265,9 @@ def test_vendor_command_reports_unknown_folders() -> None:
 def _used_kinds() -> set[tuple[str, str]]:
     """(API group, kind) of everything the project renders, installs or validates: every
     example's composed objects (manifests inside Objects too), package/ and the function's
-    package metadata, the end-to-end control plane (tests/e2e/setup: runtime.yaml, and the
-    packages and ClusterProviderConfigs manifests.py prints for every cloud), and the CRDs
-    the InferenceCluster installs."""
+    package metadata, what install/ has the platform team apply, the end-to-end control
+    plane (tests/e2e/setup: runtime.yaml, and the packages and ClusterProviderConfigs
+    manifests.py prints for every cloud), and the CRDs the InferenceCluster installs."""
     pkg = documents.load_package(PACKAGE)
     objects: list[dict] = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
@@ -282,6 +282,7 @@ def _used_kinds() -> set[tuple[str, str]]:
     for path in [
         *PACKAGE.rglob("*.yaml"),
         *FUNCTION_PACKAGE.rglob("*.yaml"),
+        *(ROOT / "install").glob("*.yaml"),
         setup / "runtime.yaml",
     ]:
         objects += load_yaml(path)

@@ -723,8 +723,8 @@ def test_an_autoscaled_llmd_model_scales_its_statefulset() -> None:
 
 
 def test_a_new_cache_size_replaces_the_statefulset() -> None:
-    small = run(claim(storage={"size": "100Gi"}))
-    large = run(claim(storage={"size": "200Gi"}))
+    small = run(claim(storage={"size": "60Gi"}))
+    large = run(claim(storage={"size": "120Gi"}))
     names = [engine(o, "prefill-decode")["metadata"]["name"] for o in (small, large)]
     assert names[0] != names[1]
     assert all(len(n) <= 52 for n in names), "pod and revision labels stay within 63"

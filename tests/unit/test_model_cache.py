@@ -77,12 +77,44 @@ def test_cache_holds_the_weights_with_margin(weights: float | None, needed: int)
         ),
         ({"weights_gib": 2.9, "requested_gib": None, "observed_gib": 100}, 100),
         ({"weights_gib": 554.1, "requested_gib": None, "observed_gib": 100}, 620),
-        ({"weights_gib": 2.9, "requested_gib": 2048, "observed_gib": None}, 2048),
+        ({"weights_gib": 2.9, "requested_gib": 80, "observed_gib": None}, 80),
+        (
+            {"weights_gib": 2.9, "requested_gib": 1024000, "observed_gib": None},
+            "spec.parameters.storage.size: 1000Ti is more than 4 times the 20Gi cache the "
+            "model's 3 GiB of weights need; use at most 80Gi (or omit it)",
+        ),
+        ({"weights_gib": 2.9, "requested_gib": 100, "observed_gib": 100}, 100),
+        ({"weights_gib": None, "requested_gib": 4096, "observed_gib": None}, 4096),
+        (
+            {"weights_gib": 2.9, "requested_gib": 80, "observed_gib": None, "max_gib": 50},
+            "spec.parameters.storage.size: 80Gi is above the 50Gi the platform team allows one "
+            "model's cache (CAP); use at most 50Gi",
+        ),
+        (
+            {"weights_gib": 554.1, "requested_gib": None, "observed_gib": None, "max_gib": 500},
+            "spec.parameters.storage.size: the model's cache needs 620Gi, above the 500Gi the "
+            "platform team allows one model's cache (CAP); this model needs a cluster that "
+            "allows more",
+        ),
+        ({"weights_gib": 2.9, "requested_gib": None, "observed_gib": 60, "max_gib": 50}, 60),
     ],
-    ids=["too small", "shrink", "keeps a bigger claim", "grows", "explicit"],
+    ids=[
+        "too small",
+        "shrink",
+        "keeps a bigger claim",
+        "grows",
+        "explicit, at most 4x what the model needs",
+        "more than 4x what the model needs",
+        "4x is measured beside what the claim already has",
+        "a model of unknown size: no relative cap",
+        "above the cluster's cap",
+        "a model larger than the cluster's cap",
+        "a cache that already exists above a new cap stays",
+    ],
 )
 def test_cache_size_rules(given: dict[str, Any], expected: int | str) -> None:
     call = {**given, "load_rate_mib_s": None, "field": "spec.parameters.storage.size"}
+    call["cap_field"] = "CAP"
     if isinstance(expected, str):
         with pytest.raises(storage.StorageError) as e:
             storage.plan_cache(**call)

@@ -94,8 +94,11 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
 def test_where_a_claim_may_deploy(
     xr: dict[str, Any], found: dict[str, Any] | None, expected: str
 ) -> None:
+    # Crossplane's answers: the cluster, and the platform's tenancy policy (none here).
     required = {"inference-cluster": [found]} if found else {}
-    out = compose(Inputs(xr=xr, engine_image=engine_image(), required=required))
+    out = compose(
+        Inputs(xr=xr, engine_image=engine_image(), required={**required, "tenancy-policy": []})
+    )
     if " " in expected:
         assert out.fatal and out.fatal.startswith(expected), out.fatal
         assert not out.resources
@@ -231,3 +234,260 @@ def test_the_models_identity_grants_what_models_compose_and_no_more() -> None:
                     }
     assert composed == granted
     assert read_only == roles_grant - granted, "reads exactly what the routers' Roles grant"
+
+
+# --------------------------------------------------------------------------- second pass
+
+
+def test_the_tenancy_policy_has_one_home() -> None:
+    """The policy object the function reads is the one kcl/tenancy.k describes: the program
+    gets it as spec.params.tenancyPolicy, and install/tenancy-policy.yaml is it, empty."""
+    comp = load_yaml(PACKAGE / "inferencecluster" / "composition.yaml")[0]
+    policy = comp["spec"]["pipeline"][0]["input"]["spec"]["params"]["tenancyPolicy"]
+    assert policy == {
+        "apiVersion": tenancy.POLICY_API_VERSION,
+        "kind": tenancy.POLICY_KIND,
+        "name": tenancy.POLICY_NAME,
+        "key": tenancy.POLICY_KEY,
+        "anyNamespace": tenancy.POLICY_ANY,
+    }
+    [installed] = load_yaml(ROOT / "install" / "tenancy-policy.yaml")
+    assert (installed["kind"], installed["metadata"]["name"]) == (tenancy.POLICY_KIND, POLICY)
+    assert installed["data"] == {tenancy.POLICY_KEY: {}}
+
+
+POLICY = tenancy.POLICY_NAME
+
+
+def policy(table: Any) -> dict[str, Any]:
+    return {
+        "kind": tenancy.POLICY_KIND,
+        "metadata": {"name": POLICY},
+        "data": {"targetNamespaces": table},
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "obj", "expected"),
+    [
+        ("no policy", None, ()),
+        ("the claim's namespace", policy({"a-team": ["x", "y"], "b-team": ["z"]}), ("x", "y")),
+        (
+            "every namespace, after its own",
+            policy({"*": ["shared"], "a-team": ["x"]}),
+            ("x", "shared"),
+        ),
+        ("never a system namespace", policy({"a-team": ["kube-system", "traefik", "x"]}), ("x",)),
+        ("junk is ignored", policy({"a-team": "x"}), ()),
+        ("junk entries are ignored", policy({"a-team": [1, None, "", "x"]}), ("x",)),
+        ("not a table", policy(["a-team"]), ()),
+    ],
+)
+def test_what_the_admin_policy_allows(case: str, obj: Any, expected: tuple[str, ...]) -> None:
+    assert tenancy.admin_allowed(obj, "a-team") == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "ip"),
+    [
+        ("10.0.0.5", True),
+        ("127.0.0.1", True),
+        ("localhost", False),
+        ("qwen.127.0.0.1.nip.io", False),
+        ("llm.example.com", False),
+        ("a.b.c.123", True),
+        ("x1.example.co", False),
+    ],
+)
+def test_ip_literals(host: str, ip: bool) -> None:
+    assert tenancy.ip_literal(host) is ip
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://llm.example.com", "llm.example.com"),
+        ("https://llm.example.com:8443/v1", "llm.example.com"),
+        ("http://vllm-router.a-team.svc.cluster.local", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_router_endpoint_s_public_host(url: str | None, host: str | None) -> None:
+    assert tenancy.url_host(url) == host
+
+
+def _llm(ns: str, name: str, host: str, created: str = "2026-01-01T00:00:00Z", **params: Any):
+    return {
+        "kind": "LLMInference",
+        "metadata": {"namespace": ns, "name": name, "creationTimestamp": created},
+        "spec": {"parameters": {"model": "m/x", "ingressHost": host, **params}},
+    }
+
+
+def _ic(ns: str, name: str, provider: str, host: str | None = None) -> dict[str, Any]:
+    apps = {"vllm": {"enabled": True, "endpoint": {"host": host}}} if host else {}
+    return {
+        "kind": "InferenceCluster",
+        "metadata": {"namespace": ns, "name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"parameters": {"provider": provider, "apps": apps}},
+    }
+
+
+CLUSTERS = [
+    _ic("b-team", "local", "local", "router.example.com"),
+    _ic("b-team", "aws", "aws", "r2.example.com"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "model", "on_control_plane"),
+    [
+        ("no cluster", _llm("b-team", "m", "h"), True),
+        ("a local cluster", _llm("b-team", "m", "h", clusterRef={"name": "local"}), True),
+        ("a cloud cluster", _llm("b-team", "m", "h", clusterRef={"name": "aws"}), False),
+        (
+            "a local cluster of another namespace",
+            _llm("c-team", "m", "h", clusterRef={"name": "local"}),
+            False,
+        ),
+        (
+            "a ProviderConfig (another cluster)",
+            _llm("b-team", "m", "h", providerConfigName="pc"),
+            False,
+        ),
+        (
+            "placed on a local cluster",
+            {
+                **_llm("b-team", "m", "h", clusterSelector={"matchLabels": {}}),
+                "status": {"placement": {"cluster": "local"}},
+            },
+            True,
+        ),
+        ("not placed yet", _llm("b-team", "m", "h", clusterSelector={"matchLabels": {}}), False),
+        (
+            "being deleted",
+            {
+                **_llm("b-team", "m", "h"),
+                "metadata": {"namespace": "b-team", "name": "m", "deletionTimestamp": "x"},
+            },
+            False,
+        ),
+    ],
+)
+def test_who_serves_on_the_control_plane(case: str, model: dict, on_control_plane: bool) -> None:
+    holders = tenancy.control_plane_hosts([model], CLUSTERS)
+    hosts = {h.host for h in holders}
+    assert ("h" in hosts) is on_control_plane
+    assert "router.example.com" in hosts, "a local cluster's router host"
+    assert "r2.example.com" not in hosts, "a cloud cluster has its own ingress controller"
+
+
+def test_the_first_holder_keeps_a_host() -> None:
+    holders = tenancy.control_plane_hosts(
+        [
+            _llm("b-team", "old", "h", "2026-01-01T00:00:00Z"),
+            _llm("c-team", "new", "h", "2026-03-01T00:00:00Z"),
+        ],
+        [],
+    )
+    me = ("a-team", "LLMInference", "qwen")
+    assert tenancy.first_holder("h", holders, "2026-02-01T00:00:00Z", me).holder == (
+        "LLMInference b-team/old"
+    )
+    assert tenancy.first_holder("h", holders, "2025-12-01T00:00:00Z", me) is None, "came first"
+    assert tenancy.first_holder("other", holders, "", me) is None
+    mine = ("b-team", "LLMInference", "old")
+    assert tenancy.first_holder("h", holders, "2026-01-01T00:00:00Z", mine) is None, "itself"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (
+            ["--kv-transfer-config", '{"kv_connector":"X","kv_ip":"1.2.3.4"}'],
+            [],
+            [("--kv-transfer-config kv_ip", "1.2.3.4")],
+        ),
+        (
+            ['--kv_transfer_config={"kv_ip":"1.2.3.4"}'],
+            [],
+            [("--kv-transfer-config kv_ip", "1.2.3.4")],
+        ),
+        (
+            ["--kv-transfer-config.kv_ip", "1.2.3.4"],
+            [],
+            [("--kv-transfer-config.kv_ip", "1.2.3.4")],
+        ),
+        (
+            ["--kv-transfer-config.kv-ip=h.example.com"],
+            [],
+            [("--kv-transfer-config.kv-ip", "h.example.com")],
+        ),
+        (
+            [
+                "--kv-transfer-config",
+                '{"kv_connector_extra_config":{"remote_url":"lm://[::2]:1","n":3}}',
+            ],
+            [],
+            [("--kv-transfer-config kv_connector_extra_config.remote_url", "::2")],
+        ),
+        (["--kv-transfer-config", "not json"], [], []),
+        (
+            ["--max-model-len", "4096"],
+            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9")],
+            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9")],
+        ),
+        ([], [("VLLM_LOGGING_LEVEL", "DEBUG")], []),
+    ],
+)
+def test_where_a_claim_s_settings_send_the_kv_cache(
+    args: list[str], env: list[tuple[str, str]], expected: list[tuple[str, str]]
+) -> None:
+    assert tenancy.kv_addresses(args, env) == expected
+
+
+def test_a_host_on_the_control_plane_asks_for_every_namespace() -> None:
+    """The control plane's ledger spans namespaces: the requirements name no namespace."""
+    out = compose(Inputs(xr=claim(ingressHost="q.example.com"), engine_image=engine_image()))
+    assert out.fatal is None, out.fatal
+    assert out.requirements["control-plane-llminferences"] == {
+        "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+        "kind": "LLMInference",
+    }
+    assert out.requirements["control-plane-inferenceclusters"]["kind"] == "InferenceCluster"
+    on_cloud = compose(
+        Inputs(
+            xr=claim(ingressHost="q.example.com", **ON_CLUSTER),
+            engine_image=engine_image(),
+            required={"inference-cluster": [cluster()]},
+        )
+    )
+    assert "control-plane-llminferences" not in on_cloud.requirements, "its own controller"
+
+
+@pytest.mark.parametrize(
+    ("example", "asks"),
+    [
+        (
+            "cluster-local.yaml",
+            {"tenancy-policy", "control-plane-llminferences", "control-plane-inferenceclusters"},
+        ),
+        ("cluster-aws.yaml", set()),
+        ("cluster-existing.yaml", set()),
+    ],
+)
+def test_only_a_local_cluster_reads_the_control_plane(example: str, asks: set[str]) -> None:
+    """A local cluster's program asks Crossplane for the platform's policy and, with a router
+    host, for every LLMInference and InferenceCluster in every namespace; other providers
+    have their own cluster and ask for nothing."""
+    from dot_inference.crossplane import documents, render
+
+    pkg = documents.load_package(PACKAGE)
+    [xr] = [d for d in load_yaml(EXAMPLES / example) if d["kind"] == "InferenceCluster"]
+    result = render.render_in_package(pkg, xr)
+    assert result.fatal is None, result.fatal
+    asked = (result.requirements.get("kcl") or {}).get("resources") or {}
+    assert set(asked) == asks
+    for name in asks - {"tenancy-policy"}:
+        assert "namespace" not in asked[name], "every namespace"
