@@ -282,25 +282,25 @@ def _target(
     target = _find_target(spec, inputs, out, chosen)
     if target is None:
         return None
+    # A claim through a ProviderConfig: the platform's policy may let its namespace deploy
+    # into more (asked for at once, by name). On an InferenceCluster the cluster's own
+    # allowedNamespaces decide: its models' identity is bound there and nowhere else.
+    admin = _admin_allowed(spec, inputs, out) if target.cluster is None else ()
     try:
-        _check_tenancy(spec, target)
+        _check_tenancy(spec, target, admin or ())
     except SpecError:
-        if tenancy.reserved(target.namespace, target.reserved_namespaces):
-            raise  # no policy opens a system namespace
-        # Not allowed by the cluster: the platform admin's policy may allow it.
-        admin = _admin_allowed(spec, inputs, out)
-        if admin is None:
-            out.conditions.append(
-                Condition(
-                    "Tenancy",
-                    "Unknown",
-                    "Resolving",
-                    f"looking up the platform's tenancy policy ({tenancy.POLICY_KIND} "
-                    f"{tenancy.POLICY_NAME})",
-                )
+        if admin is not None or tenancy.reserved(target.namespace, target.reserved_namespaces):
+            raise
+        out.conditions.append(
+            Condition(
+                "Tenancy",
+                "Unknown",
+                "Resolving",
+                f"looking up the platform's tenancy policy ({tenancy.POLICY_KIND} "
+                f"{tenancy.POLICY_NAME})",
             )
-            return None
-        _check_tenancy(spec, target, admin)
+        )
+        return None
     return target
 
 
@@ -413,10 +413,8 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
         try:
             # What would refuse the model there: where it may deploy, names taken behind
             # that cluster's router.
-            try:
-                _check_tenancy(as_ref, target)
-            except SpecError:  # the platform admin's policy may allow it
-                _check_tenancy(as_ref, target, _admin_allowed(spec, inputs, out) or ())
+            _check_tenancy(as_ref, target)
+            _check_kv_endpoints(as_ref, target)
             _check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
             _check_host(as_ref, target, others, created)
         except SpecError as e:
@@ -1181,6 +1179,12 @@ def _cache_plan(
         inputs.observed.get(CACHE + target.suffix), target.provider_config is not None
     )
     current = storage.parse_gib(dig(claim, "spec", "resources", "requests", "storage"))
+    remote = target.provider_config is not None
+    kept = [
+        storage.parse_gib(dig(t, "spec", "resources", "requests", "storage"))
+        for obj in inputs.observed.values()
+        for t in _claim_templates(_observed_manifest(obj, remote))
+    ]
     try:
         cache = storage.plan_cache(
             weights_gib=facts.checkpoint_gib if facts is not None else None,
@@ -1192,10 +1196,24 @@ def _cache_plan(
             max_gib=target.max_cache_gib,
             cap_field=f"spec.parameters.tenancy.maxModelCacheSize of InferenceCluster "
             f"{spec.namespace}/{target.cluster}",
+            kept_gib=max((k for k in kept if k), default=None),
         )
     except storage.StorageError as e:
         raise SpecError(e.field, e.value, e.message) from e  # already says spec.parameters...
     return cache, current
+
+
+def _claim_templates(value: Any) -> list[dict[str, Any]]:
+    """Every PersistentVolumeClaim template (`volumeClaimTemplates`) in an observed object:
+    the per-pod caches of StatefulSets and LeaderWorkerSets."""
+    if isinstance(value, dict):
+        found = [t for t in value.get("volumeClaimTemplates") or [] if isinstance(t, dict)]
+        return found + [
+            t for k, v in value.items() if k != "volumeClaimTemplates" for t in _claim_templates(v)
+        ]
+    if isinstance(value, list):
+        return [t for v in value for t in _claim_templates(v)]
+    return []
 
 
 def _place(
@@ -2031,33 +2049,49 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
 
 CONTROL_PLANE_MODELS = "control-plane-llminferences"
 CONTROL_PLANE_CLUSTERS = "control-plane-inferenceclusters"
+CONTROL_PLANE_CONFIGS = "control-plane-providerconfigs"
+PROVIDER_CONFIG_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 
 
 def _check_shared_host(
     spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome, created: str
 ) -> None:
     """The control plane's ingress controller serves every namespace: a host there belongs to
-    the first claim that held it, whatever its namespace (a model, or a `local` cluster's
-    router). The first call of a reconcile asks Crossplane for every LLMInference and
-    InferenceCluster; Crossplane calls again with them before it applies anything."""
+    the claim that already serves it, else to the first that asked, whatever its namespace (a
+    model, or a `local` cluster's router). A claim is on the control plane without a cluster,
+    on a `local` cluster, or through a ProviderConfig that acts there (InjectedIdentity, or a
+    local cluster's). The first call of a reconcile asks Crossplane for every LLMInference,
+    InferenceCluster and ProviderConfig; Crossplane calls again with them before it applies
+    anything."""
     host = spec.ingress_host
-    if not host or not target.control_plane:
+    if not host or (target.cluster is not None and not target.control_plane):
         return
-    for name, kind in ((CONTROL_PLANE_MODELS, peers.KIND), (CONTROL_PLANE_CLUSTERS, CLUSTER_KIND)):
-        out.requirements[name] = {"apiVersion": CLUSTER_API_VERSION, "kind": kind}
-    holders = tenancy.control_plane_hosts(
-        inputs.required.get(CONTROL_PLANE_MODELS) or [],
-        inputs.required.get(CONTROL_PLANE_CLUSTERS) or [],
-    )
-    first = tenancy.first_holder(host, holders, created, (spec.namespace, peers.KIND, spec.name))
+    for name, api, kind in (
+        (CONTROL_PLANE_MODELS, CLUSTER_API_VERSION, peers.KIND),
+        (CONTROL_PLANE_CLUSTERS, CLUSTER_API_VERSION, CLUSTER_KIND),
+        (CONTROL_PLANE_CONFIGS, PROVIDER_CONFIG_API_VERSION, "ProviderConfig"),
+    ):
+        out.requirements[name] = {"apiVersion": api, "kind": kind}
+    models = inputs.required.get(CONTROL_PLANE_MODELS) or []
+    clusters = inputs.required.get(CONTROL_PLANE_CLUSTERS) or []
+    configs = inputs.required.get(CONTROL_PLANE_CONFIGS) or []
+    if spec.provider_config_name and not target.cluster:
+        local = tenancy.local_clusters(clusters)
+        if (spec.namespace, spec.provider_config_name) not in tenancy.control_plane_configs(
+            configs, local
+        ):
+            return  # another cluster, with its own ingress controller
+    holders = tenancy.control_plane_hosts(models, clusters, configs)
+    me = (spec.namespace, peers.KIND, spec.name)
+    first = tenancy.first_holder(host, holders, created, me, tenancy.serves(inputs.xr, host))
     if first is not None:
         f = f"{P}.ingressHost"
+        why = "serves it already" if first.serving else "asked for it first"
         raise SpecError(
             f,
             host,
-            f"{f}: {host} is already served by {first.holder}, created before this claim, on "
-            "the control plane's ingress controller, which every namespace shares; choose "
-            "another host",
+            f"{f}: {host} belongs to {first.holder}, which {why}, on the control plane's "
+            "ingress controller, which every namespace shares; choose another host",
         )
 
 
@@ -2073,16 +2107,34 @@ def _check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
         else "an InferenceCluster's spec.parameters.tenancy.kvTransferHosts (then name it in "
         f"{P}.clusterRef)"
     )
-    for flag, address in tenancy.kv_addresses(spec.engine.extra_args, spec.engine.env):
-        if address in tenancy.LOOPBACK or address in target.kv_transfer_hosts:
+    for send in tenancy.kv_addresses(spec.engine.extra_args, spec.engine.env):
+        env = send.where.split(".")[0] in tenancy.KV_ENV or send.where.startswith(
+            tenancy.KV_ENV_PREFIXES
+        )
+        f = f"{P}.engine.env" if env else f"{P}.engine.extraArgs"
+        if send.problem is not None:
+            raise SpecError(
+                f,
+                send.address,
+                f"{f}: {send.where} {send.problem} ({send.address}), so the function cannot tell "
+                f"where it sends the KV cache, and with it the prompts; write the address out, "
+                f"inside the pod (127.0.0.1) or one listed in {where}",
+            )
+        if send.address in tenancy.LOOPBACK or send.address in target.kv_transfer_hosts:
             continue
-        f = f"{P}.engine.env" if flag in tenancy.KV_ENV else f"{P}.engine.extraArgs"
+        what = (
+            "the encoder cache (computed from the prompts' images)"
+            if send.where.startswith("--ec-transfer-config")
+            else "the KV cache's events (the prompts' token ids)"
+            if send.where.startswith("--kv-events-config")
+            else "the KV cache, and with it the prompts,"
+        )
         raise SpecError(
             f,
-            address,
-            f"{f}: {flag} sends the KV cache, and with it the prompts, to {address}, which the "
-            f"platform team has not allowed; the engine may keep it in the pod (127.0.0.1) "
-            f"or send it to an address listed in {where}",
+            send.address,
+            f"{f}: {send.where} sends {what} to {send.address}, "
+            f"which the platform team has not allowed; the engine may keep it in the pod "
+            f"(127.0.0.1) or send it to an address listed in {where}",
         )
 
 

@@ -179,6 +179,11 @@ def human_int(value: str) -> int | None:
     return int(number) * _BINARY[suffix] if number.isdigit() else None
 
 
+def owner(name: str, flags: Sequence[str]) -> str | None:
+    """Which of `flags` the option `name` means: itself, or the one it abbreviates."""
+    return _owner(name, dict.fromkeys(flags, ("", "")))
+
+
 def _owner(name: str, owned: dict[str, tuple[str, str]]) -> str | None:
     """The owned flag `name` means: itself, or the one it abbreviates (argparse accepts a
     unique prefix of a long option)."""

@@ -32,10 +32,11 @@ CACHE_MIN_GIB = 20
 CACHE_UNKNOWN_MODEL_GIB = 100
 # The largest size storage.size accepts (the XRD pattern: six digits of Gi).
 CACHE_MAX_GIB = 999_999
-# A claim may ask for at most this many times the cache its model needs: room to grow (a
-# newer revision, a bigger compile cache), not a disk quota of the platform's to spend. The
-# platform team sets an absolute cap per cluster (InferenceCluster
-# spec.parameters.tenancy.maxModelCacheSize).
+# A claim may ask for at most this many times the cache its model needs (for a model of
+# unknown size, the CACHE_UNKNOWN_MODEL_GIB it is planned with): room to grow (a newer
+# revision, a bigger compile cache), not a disk quota of the platform's to spend. A cache that
+# already exists keeps its size. The platform team sets an absolute cap per cluster
+# (InferenceCluster spec.parameters.tenancy.maxModelCacheSize).
 CACHE_MAX_FACTOR = 4
 
 # Hugging Face Hub download rate assumed for the Job's deadline (conservative; see README).
@@ -100,21 +101,29 @@ def plan_cache(
     load_rate_mib_s_per_gib: float | None = None,
     max_gib: int | None = None,
     cap_field: str = "",
+    kept_gib: int | None = None,
 ) -> CachePlan:
     """Size the cache and time its filling and loading. StorageError when `requested_gib`
     cannot hold the weights, would shrink the existing claim, or asks more than
     CACHE_MAX_FACTOR x what the model needs; and when the cache would exceed `max_gib`, the
-    platform's cap (`cap_field` says where it is set)."""
+    platform's cap (`cap_field` says where it is set). A cache that exists keeps its size
+    against both caps: `observed_gib` (a claim of its own) or `kept_gib` (one a StatefulSet or
+    LeaderWorkerSet template declares, which a new size would replace, not resize)."""
     needed = needed_gib(weights_gib)
-    if requested_gib is not None and weights_gib is not None:
+    existing = max(observed_gib or 0, kept_gib or 0)
+    if requested_gib is not None:
         most = CACHE_MAX_FACTOR * needed
-        if requested_gib > most and requested_gib > (observed_gib or 0):
+        if requested_gib > most and requested_gib > existing:
+            what = (
+                f"the {quantity(needed)} cache the model's {_gib(weights_gib)} of weights need"
+                if weights_gib is not None
+                else f"the {quantity(needed)} cache a model of unknown size is planned with"
+            )
             raise StorageError(
                 field,
                 quantity(requested_gib),
-                f"{field}: {quantity(requested_gib)} is more than {CACHE_MAX_FACTOR} times the "
-                f"{quantity(needed)} cache the model's {weights_gib:.0f} GiB of weights need; "
-                f"use at most {quantity(most)} (or omit it)",
+                f"{field}: {quantity(requested_gib)} is more than {CACHE_MAX_FACTOR} times "
+                f"{what}; use at most {quantity(most)} (or omit it)",
             )
     if requested_gib is not None:
         if weights_gib is not None and requested_gib < math.ceil(weights_gib):
@@ -134,16 +143,16 @@ def plan_cache(
         size = requested_gib
     else:
         size = max(needed, observed_gib or 0)
-    if max_gib is not None and size > max_gib and size > (observed_gib or 0):
+    if max_gib is not None and size > max_gib and size > existing:
         cap = f"the {quantity(max_gib)} the platform team allows one model's cache ({cap_field})"
-        raise StorageError(
-            field,
-            quantity(size),
-            f"{field}: {quantity(size)} is above {cap}; use at most {quantity(max_gib)}"
-            if requested_gib is not None and needed <= max_gib
-            else f"{field}: the model's cache needs {quantity(size)}, above {cap}; this model "
-            "needs a cluster that allows more",
-        )
+        if needed > max_gib and weights_gib is not None:
+            message = (
+                f"{field}: the model's cache needs {quantity(needed)}, above {cap}; this model "
+                "needs a cluster that allows more"
+            )
+        else:
+            message = f"{field}: {quantity(size)} is above {cap}; use at most {quantity(max_gib)}"
+        raise StorageError(field, quantity(size), message)
     weights_mib = (weights_gib or needed) * GIB / MIB
     rate = load_rate_mib_s if load_rate_mib_s and load_rate_mib_s > 0 else DEFAULT_LOAD_MIB_S
     if load_rate_mib_s_per_gib and load_rate_mib_s_per_gib > 0:
@@ -158,6 +167,10 @@ def plan_cache(
         load_rate_mib_s=rate,
         start_s=math.ceil(weights_mib / rate) + ENGINE_INIT_S,
     )
+
+
+def _gib(value: float) -> str:
+    return f"{value:.1f} GiB" if value < 10 else f"{value:.0f} GiB"
 
 
 def parse_gib(text: object) -> int | None:

@@ -83,7 +83,6 @@ def problem(
     policy = f"{POLICY_KIND} {POLICY_NAME}, data.{POLICY_KEY}.{claim_namespace}"
     more = (
         f"the platform team can allow more in spec.parameters.tenancy.allowedNamespaces of {where}"
-        f", or in its tenancy policy ({policy})"
         if cluster
         else "without an InferenceCluster (clusterRef) a claim deploys only into the namespace "
         f"of its own name, or where the platform's tenancy policy allows ({policy})"
@@ -142,11 +141,11 @@ def ip_literal(host: str) -> bool:
 
 
 def url_host(url: str | None) -> str | None:
-    """The host of an http(s) URL, or None; in-cluster names (`*.svc.cluster.local`) are
-    nobody's public host."""
+    """The host of an http(s) URL, or None; a Service's in-cluster name (`*.svc`,
+    `*.svc.cluster.local`) is nobody's public host."""
     m = re.match(r"^https?://([^/:]+)", url or "")
     host = m.group(1) if m else None
-    return None if host is None or host.endswith((".svc", ".cluster.local", ".local")) else host
+    return None if host is None or host.endswith((".svc", ".svc.cluster.local")) else host
 
 
 @dataclass(frozen=True)
@@ -155,9 +154,14 @@ class HostHolder:
     holder: str  # what messages call it: "LLMInference b-team/qwen", "... router"
     created: str  # metadata.creationTimestamp; "" when not known (counts as latest)
     key: tuple[str, str, str]  # (namespace, kind, name): tie-break and self
+    # Whether it already serves the host (its status endpoint is on it): a holder that
+    # serves keeps the host against one that only asks, whatever their ages, so an older
+    # object cannot take a running model's host by editing its own.
+    serving: bool = False
 
-    def before(self, created: str, key: tuple[str, str, str]) -> bool:
-        return (self.created or "~", self.key) < (created or "~", key)
+    @property
+    def rank(self) -> tuple[bool, str, tuple[str, str, str]]:
+        return (not self.serving, self.created or "~", self.key)
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -178,19 +182,42 @@ def _meta(obj: dict) -> tuple[str, str, str, bool]:
     )
 
 
+def serves(obj: dict, host: str) -> bool:
+    """Whether `obj` publishes `host` as its endpoint (status.endpoint)."""
+    return url_host(_dig(obj, "status", "endpoint")) == host
+
+
 def local_clusters(clusters: Iterable[dict]) -> dict[tuple[str, str], dict]:
     """The InferenceClusters whose cluster is the control plane itself (provider `local`), by
-    (namespace, name): their routers and models share its ingress controller."""
+    (namespace, name): their routers and models share its ingress controller. One being
+    deleted still counts: its models run until they are gone."""
     out = {}
     for c in clusters:
         if isinstance(c, dict) and _dig(c, "spec", "parameters", "provider") == "local":
-            ns, name, _, deleting = _meta(c)
-            if name and not deleting:
+            ns, name, _, _ = _meta(c)
+            if name:
                 out[(ns, name)] = c
     return out
 
 
-def _on_control_plane(model: dict, local: dict[tuple[str, str], dict]) -> bool:
+def control_plane_configs(
+    configs: Iterable[dict], local: dict[tuple[str, str], dict]
+) -> set[tuple[str, str]]:
+    """The ProviderConfigs (namespace, name) that act on the control plane itself: those with
+    provider-kubernetes' own identity (InjectedIdentity), and a `local` cluster's own and its
+    models' (`<cluster>`, `<cluster>-models`)."""
+    out = {(ns, n) for ns, name in local for n in (name, f"{name}-models")}
+    for c in configs:
+        if isinstance(c, dict) and _dig(c, "spec", "credentials", "source") == "InjectedIdentity":
+            ns, name, _, _ = _meta(c)
+            out.add((ns, name))
+    return out
+
+
+def on_control_plane(
+    model: dict, local: dict[tuple[str, str], dict], configs: set[tuple[str, str]]
+) -> bool:
+    """Whether what `model` exposes is served by the control plane's ingress controller."""
     params = _dig(model, "spec", "parameters")
     if not isinstance(params, dict):
         return False
@@ -198,18 +225,24 @@ def _on_control_plane(model: dict, local: dict[tuple[str, str], dict]) -> bool:
     ref = _dig(params, "clusterRef", "name")
     if isinstance(ref, str) and ref:
         return (ns, ref) in local
-    if isinstance(params.get("clusterSelector"), dict):
+    if "clusterSelector" in params:
         placed = _dig(model, "status", "placement", "cluster")
         return isinstance(placed, str) and (ns, placed) in local
-    # Without a cluster or a ProviderConfig, Crossplane composes into the control plane.
-    return not params.get("providerConfigName")
+    pc = params.get("providerConfigName")
+    if isinstance(pc, str) and pc:
+        return (ns, pc) in configs
+    return True  # Crossplane composes into the control plane
 
 
-def control_plane_hosts(models: Iterable[dict], clusters: Iterable[dict]) -> list[HostHolder]:
+def control_plane_hosts(
+    models: Iterable[dict], clusters: Iterable[dict], configs: Iterable[dict] = ()
+) -> list[HostHolder]:
     """Every host served by the control plane's ingress controller, in every namespace: the
     routers of `local` InferenceClusters (apps.vllm.endpoint.host) and the LLMInferences that
-    run on the control plane (no cluster, or a `local` one)."""
+    run on the control plane (no cluster, a `local` one, or a ProviderConfig acting on the
+    control plane)."""
     local = local_clusters(clusters)
+    pcs = control_plane_configs(configs, local)
     out = []
     for (ns, name), c in sorted(local.items()):
         host = _dig(c, "spec", "parameters", "apps", "vllm", "endpoint", "host")
@@ -221,6 +254,7 @@ def control_plane_hosts(models: Iterable[dict], clusters: Iterable[dict]) -> lis
                     ".host)",
                     _meta(c)[2],
                     (ns, "InferenceCluster", name),
+                    serves(c, host),
                 )
             )
     for m in models:
@@ -228,67 +262,116 @@ def control_plane_hosts(models: Iterable[dict], clusters: Iterable[dict]) -> lis
             continue
         ns, name, created, deleting = _meta(m)
         host = _dig(m, "spec", "parameters", "ingressHost")
-        if name and not deleting and isinstance(host, str) and host and _on_control_plane(m, local):
-            out.append(
-                HostHolder(host, f"LLMInference {ns}/{name}", created, (ns, "LLMInference", name))
-            )
+        if not name or deleting or not isinstance(host, str) or not host:
+            continue
+        if on_control_plane(m, local, pcs):
+            key = (ns, "LLMInference", name)
+            out.append(HostHolder(host, f"LLMInference {ns}/{name}", created, key, serves(m, host)))
     return out
 
 
 def first_holder(
-    host: str, holders: Iterable[HostHolder], created: str, me: tuple[str, str, str]
+    host: str,
+    holders: Iterable[HostHolder],
+    created: str,
+    me: tuple[str, str, str],
+    serving: bool = False,
 ) -> HostHolder | None:
-    """Who holds `host` before `me` (first come, then namespace, kind and name), or None."""
-    earlier = [h for h in holders if h.host == host and h.key != me and h.before(created, me)]
-    return min(earlier, key=lambda h: (h.created or "~", h.key)) if earlier else None
+    """Who holds `host` before `me`, or None: one that already serves it, else the first to
+    ask (creation time, then namespace, kind and name)."""
+    mine = HostHolder(host, "", created, me, serving).rank
+    earlier = [h for h in holders if h.host == host and h.key != me and h.rank < mine]
+    return min(earlier, key=lambda h: h.rank) if earlier else None
 
 
 # --- Where the KV cache may travel ------------------------------------------------------------
 
 # Addresses inside the pod: vLLM's own default for kv_ip is 127.0.0.1 (config/kv_transfer.py).
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0"})
-KV_TRANSFER_FLAG = "--kv-transfer-config"
-# The NIXL side channel's host (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST): where peers reach
-# this engine's KV cache.
+# Not 0.0.0.0: listening on every interface lets any pod of the cluster reach the cache.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# The options whose JSON names where KV (or encoder) caches and cache events go (vLLM
+# config/kv_transfer.py kv_ip and connector settings, config/ec_transfer.py ec_ip,
+# config/kv_events.py endpoint, which a publisher connects to unless it is a wildcard bind).
+KV_FLAGS = ("--kv-transfer-config", "--ec-transfer-config", "--kv-events-config")
+# Variables that name where a connector sends the cache: the NIXL side channel's host
+# (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST) and LMCache's and Mooncake's own settings.
 KV_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST",)
+KV_ENV_PREFIXES = ("LMCACHE_", "MOONCAKE_")
 _URL_HOST = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^@/]*@)?(\[[^\]]+\]|[^/:?#]+)", re.IGNORECASE)
+_HOST_PORT = re.compile(
+    r"^(\[[0-9a-f:]+\]|[a-z0-9]([-a-z0-9.]*[a-z0-9])?):[0-9]{1,5}$", re.IGNORECASE
+)
+_IPV4 = re.compile(r"^[0-9]{1,3}(\.[0-9]{1,3}){3}$")
+# Keys whose value is an address, in the connectors vLLM ships (kv_ip, ec_ip, P2pNccl's
+# proxy_ip, Mooncake's master_server_address, ...): a bare host name there is one too.
+_ADDRESS_KEY = re.compile(r"(^|_)(ip|host|hostname|address|addr|server|endpoint|url|proxy)(_|$)")
 
 
-def kv_addresses(args: Sequence[str], env: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(where, address) of every place a claim's own engine settings send the KV cache: the
-    `kv_ip` of `--kv-transfer-config` (as JSON, or as `--kv-transfer-config.kv_ip`), URLs in
-    its `kv_connector_extra_config`, and the NIXL side-channel host variable."""
+@dataclass(frozen=True)
+class KvSend:
+    where: str  # the flag (or flag and key) or variable that says it
+    address: str  # the host it names, or the text that could not be read
+    problem: str | None = None  # why it cannot be checked (then it is refused)
+
+
+def _address(text: str, key: str) -> str | None:
+    """The host `text` names, or None: a URL's, a host:port's, an IPv4 literal, or any
+    value of a key that holds an address."""
+    text = text.strip()
+    if m := _URL_HOST.match(text):
+        return m.group(1).strip("[]")
+    if m := _HOST_PORT.match(text):
+        return m.group(1).strip("[]")
+    if _IPV4.match(text) or (_ADDRESS_KEY.search(key.lower()) and text):
+        return text
+    return None
+
+
+def _walk(value: Any, where: str, key: str = "") -> list[KvSend]:
+    if isinstance(value, dict):
+        return [s for k, v in sorted(value.items()) for s in _walk(v, f"{where}.{k}", str(k))]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _walk(v, f"{where}[{i}]", key)]
+    if not isinstance(value, str):
+        return []
+    if "$(" in value:
+        return [
+            KvSend(where, value, "names a variable the kubelet expands, which hides the address")
+        ]
+    host = _address(value, key)
+    if host is None or host == "*":  # `*` binds here; it sends nothing
+        return []
+    return [KvSend(where, host)]
+
+
+def kv_addresses(args: Sequence[str], env: Sequence[tuple[str, str]]) -> list[KvSend]:
+    """Every place a claim's own engine settings send the KV cache (or encoder cache, or
+    the cache's events) to: addresses in the JSON of `--kv-transfer-config`,
+    `--ec-transfer-config` and `--kv-events-config` (in any spelling vLLM's parser reads:
+    `_`, a unique prefix, `=`, dotted keys such as `--kv-transfer-config.kv_ip`), and the
+    variables connectors read theirs from. What cannot be read is reported with a problem."""
     from function import engine_args
 
-    out: list[tuple[str, str]] = []
+    out: list[KvSend] = []
     for i, arg in enumerate(args):
-        if engine_args.flag_name(arg) != KV_TRANSFER_FLAG:
+        name = engine_args.flag_name(arg)
+        flag = engine_args.owner(name, KV_FLAGS) if name else None
+        if flag is None:
             continue
         key = arg.split("=", 1)[0]
         value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
         sub = key.split(".", 1)[1] if "." in key else None
-        if sub is not None:
-            if sub.replace("-", "_") == "kv_ip":
-                out.append((f"{key}", value))
-            elif sub.replace("-", "_").startswith("kv_connector_extra_config") and (
-                m := _URL_HOST.match(value)
-            ):
-                out.append((key, m.group(1).strip("[]")))
-            continue
-        try:
-            config = json.loads(value)
-        except ValueError:
-            continue
-        if not isinstance(config, dict):
-            continue
-        ip = config.get("kv_ip")
-        if isinstance(ip, str) and ip:
-            out.append((f"{KV_TRANSFER_FLAG} kv_ip", ip))
-        extra = config.get("kv_connector_extra_config")
-        for k, v in sorted(extra.items()) if isinstance(extra, dict) else []:
-            if isinstance(v, str) and (m := _URL_HOST.match(v)):
-                out.append(
-                    (f"{KV_TRANSFER_FLAG} kv_connector_extra_config.{k}", m.group(1).strip("[]"))
-                )
-    out += [(name, value) for name, value in env if name in KV_ENV and value]
+        where = f"{flag}.{sub}" if sub else flag
+        if value.lstrip().startswith(("{", "[")) or sub is None:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                out.append(KvSend(where, value[:80], "is not JSON the function can read"))
+                continue
+            out += _walk(parsed, where, sub.rsplit(".", 1)[-1] if sub else "")
+        else:
+            out += _walk(value, where, sub.rsplit(".", 1)[-1])
+    for name, value in env:
+        if name in KV_ENV or name.startswith(KV_ENV_PREFIXES):
+            out += _walk(value, name, name if name in KV_ENV else name.removeprefix("LMCACHE_"))
     return out

@@ -32,10 +32,12 @@ _CLUSTER_CLAIM = next(
 
 def claim(case: dict[str, Any]) -> dict[str, Any]:
     """The claim of a case: the LLMInference `qwen` in `namespace` (a-team) with `params` over
-    a model, or (kind: InferenceCluster) examples/cluster-local.yaml with `params` merged."""
+    a model, or (kind: InferenceCluster) examples/cluster-local.yaml with `params` merged (in
+    `namespace` when the case gives one)."""
     if case.get("kind") == "InferenceCluster":
         xr = copy.deepcopy(_CLUSTER_CLAIM)
         xr["spec"]["parameters"] = merge_patch(xr["spec"]["parameters"], case.get("params") or {})
+        xr["metadata"]["namespace"] = case.get("namespace", xr["metadata"]["namespace"])
         return xr
     return {
         "apiVersion": "inference.devopstoolkit.ai/v1alpha1",

@@ -81,10 +81,16 @@ def test_cache_holds_the_weights_with_margin(weights: float | None, needed: int)
         (
             {"weights_gib": 2.9, "requested_gib": 1024000, "observed_gib": None},
             "spec.parameters.storage.size: 1000Ti is more than 4 times the 20Gi cache the "
-            "model's 3 GiB of weights need; use at most 80Gi (or omit it)",
+            "model's 2.9 GiB of weights need; use at most 80Gi (or omit it)",
         ),
         ({"weights_gib": 2.9, "requested_gib": 100, "observed_gib": 100}, 100),
-        ({"weights_gib": None, "requested_gib": 4096, "observed_gib": None}, 4096),
+        ({"weights_gib": None, "requested_gib": 400, "observed_gib": None}, 400),
+        (
+            {"weights_gib": None, "requested_gib": 4096, "observed_gib": None},
+            "spec.parameters.storage.size: 4Ti is more than 4 times the 100Gi cache a model of "
+            "unknown size is planned with; use at most 400Gi (or omit it)",
+        ),
+        ({"weights_gib": 2.9, "requested_gib": 200, "observed_gib": None, "kept_gib": 200}, 200),
         (
             {"weights_gib": 2.9, "requested_gib": 80, "observed_gib": None, "max_gib": 50},
             "spec.parameters.storage.size: 80Gi is above the 50Gi the platform team allows one "
@@ -106,7 +112,9 @@ def test_cache_holds_the_weights_with_margin(weights: float | None, needed: int)
         "explicit, at most 4x what the model needs",
         "more than 4x what the model needs",
         "4x is measured beside what the claim already has",
-        "a model of unknown size: no relative cap",
+        "a model of unknown size: 4x the size it is planned with",
+        "a model of unknown size: more",
+        "a StatefulSet's cache template keeps its size",
         "above the cluster's cap",
         "a model larger than the cluster's cap",
         "a cache that already exists above a new cap stays",

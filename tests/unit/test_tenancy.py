@@ -334,6 +334,16 @@ def _ic(ns: str, name: str, provider: str, host: str | None = None) -> dict[str,
     }
 
 
+CONFIGS = [
+    {
+        "metadata": {"namespace": "b-team", "name": "incluster"},
+        "spec": {"credentials": {"source": "InjectedIdentity"}},
+    },
+    {
+        "metadata": {"namespace": "b-team", "name": "pc"},
+        "spec": {"credentials": {"source": "Secret"}},
+    },
+]
 CLUSTERS = [
     _ic("b-team", "local", "local", "router.example.com"),
     _ic("b-team", "aws", "aws", "r2.example.com"),
@@ -357,6 +367,21 @@ CLUSTERS = [
             False,
         ),
         (
+            "a ProviderConfig with provider-kubernetes' own identity",
+            _llm("b-team", "m", "h", providerConfigName="incluster"),
+            True,
+        ),
+        (
+            "that ProviderConfig, from another namespace",
+            _llm("c-team", "m", "h", providerConfigName="incluster"),
+            False,
+        ),
+        (
+            "a local cluster's models ProviderConfig",
+            _llm("b-team", "m", "h", providerConfigName="local-models"),
+            True,
+        ),
+        (
             "placed on a local cluster",
             {
                 **_llm("b-team", "m", "h", clusterSelector={"matchLabels": {}}),
@@ -376,7 +401,7 @@ CLUSTERS = [
     ],
 )
 def test_who_serves_on_the_control_plane(case: str, model: dict, on_control_plane: bool) -> None:
-    holders = tenancy.control_plane_hosts([model], CLUSTERS)
+    holders = tenancy.control_plane_hosts([model], CLUSTERS, CONFIGS)
     hosts = {h.host for h in holders}
     assert ("h" in hosts) is on_control_plane
     assert "router.example.com" in hosts, "a local cluster's router host"
@@ -401,50 +426,116 @@ def test_the_first_holder_keeps_a_host() -> None:
     assert tenancy.first_holder("h", holders, "2026-01-01T00:00:00Z", mine) is None, "itself"
 
 
+KV = "--kv-transfer-config"
+EXPANDS = "names a variable the kubelet expands, which hides the address"
+
+
 @pytest.mark.parametrize(
-    ("args", "env", "expected"),
+    ("case", "args", "env", "expected"),
     [
         (
-            ["--kv-transfer-config", '{"kv_connector":"X","kv_ip":"1.2.3.4"}'],
+            "kv_ip in the JSON",
+            [KV, '{"kv_connector":"X","kv_ip":"1.2.3.4"}'],
             [],
-            [("--kv-transfer-config kv_ip", "1.2.3.4")],
+            [(KV + ".kv_ip", "1.2.3.4", None)],
         ),
         (
+            "= and _",
             ['--kv_transfer_config={"kv_ip":"1.2.3.4"}'],
             [],
-            [("--kv-transfer-config kv_ip", "1.2.3.4")],
+            [(KV + ".kv_ip", "1.2.3.4", None)],
         ),
         (
+            "a unique prefix",
+            ["--kv-transfer", '{"kv_ip":"1.2.3.4"}'],
+            [],
+            [(KV + ".kv_ip", "1.2.3.4", None)],
+        ),
+        (
+            "a dotted key",
             ["--kv-transfer-config.kv_ip", "1.2.3.4"],
             [],
-            [("--kv-transfer-config.kv_ip", "1.2.3.4")],
+            [(KV + ".kv_ip", "1.2.3.4", None)],
         ),
         (
-            ["--kv-transfer-config.kv-ip=h.example.com"],
+            "a prefix and a dotted key",
+            ["--kv-tr.kv_ip=h.example.com"],
             [],
-            [("--kv-transfer-config.kv-ip", "h.example.com")],
+            [(KV + ".kv_ip", "h.example.com", None)],
         ),
         (
+            "a URL in the connector's settings",
+            [KV, '{"kv_connector_extra_config":{"remote_url":"lm://[::2]:1","n":3}}'],
+            [],
+            [(KV + ".kv_connector_extra_config.remote_url", "::2", None)],
+        ),
+        (
+            "host:port and nested connectors",
             [
-                "--kv-transfer-config",
-                '{"kv_connector_extra_config":{"remote_url":"lm://[::2]:1","n":3}}',
+                KV,
+                '{"kv_connector_extra_config":{"master_server_address":"m.example.com:50051","connectors":[{"kv_ip":"5.6.7.8"}]}}',
             ],
             [],
-            [("--kv-transfer-config kv_connector_extra_config.remote_url", "::2")],
+            [
+                (KV + ".kv_connector_extra_config.connectors[0].kv_ip", "5.6.7.8", None),
+                (KV + ".kv_connector_extra_config.master_server_address", "m.example.com", None),
+            ],
         ),
-        (["--kv-transfer-config", "not json"], [], []),
         (
-            ["--max-model-len", "4096"],
-            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9")],
-            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9")],
+            "a proxy_ip",
+            [KV + ".kv_connector_extra_config.proxy_ip=p.example.com"],
+            [],
+            [(KV + ".kv_connector_extra_config.proxy_ip", "p.example.com", None)],
         ),
-        ([], [("VLLM_LOGGING_LEVEL", "DEBUG")], []),
+        (
+            "the encoder cache",
+            ["--ec-transfer-config", '{"ec_ip":"1.2.3.4"}'],
+            [],
+            [("--ec-transfer-config.ec_ip", "1.2.3.4", None)],
+        ),
+        (
+            "cache events sent out",
+            ["--kv-events-config", '{"endpoint":"tcp://e.example.com:5557"}'],
+            [],
+            [("--kv-events-config.endpoint", "e.example.com", None)],
+        ),
+        ("cache events bound here", ["--kv-events-config", '{"endpoint":"tcp://*:5557"}'], [], []),
+        (
+            "a variable the kubelet expands",
+            [KV, '{"kv_ip":"$(IP)"}'],
+            [],
+            [(KV + ".kv_ip", "$(IP)", EXPANDS)],
+        ),
+        ("not JSON", [KV, "not json"], [], [(KV, "not json", "is not JSON the function can read")]),
+        (
+            "the NIXL side channel",
+            [],
+            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9")],
+            [("VLLM_NIXL_SIDE_CHANNEL_HOST", "9.9.9.9", None)],
+        ),
+        (
+            "LMCache's remote",
+            [],
+            [("LMCACHE_REMOTE_URL", "lm://c.example.com:1")],
+            [("LMCACHE_REMOTE_URL", "c.example.com", None)],
+        ),
+        (
+            "harmless settings",
+            ["--max-model-len", "4096", KV, '{"kv_connector":"X","kv_role":"kv_both","kv_port":1}'],
+            [("LMCACHE_CHUNK_SIZE", "256"), ("VLLM_LOGGING_LEVEL", "DEBUG")],
+            [],
+        ),
     ],
 )
 def test_where_a_claim_s_settings_send_the_kv_cache(
-    args: list[str], env: list[tuple[str, str]], expected: list[tuple[str, str]]
+    case: str, args: list[str], env: list[tuple[str, str]], expected: list[tuple]
 ) -> None:
-    assert tenancy.kv_addresses(args, env) == expected
+    got = [(s.where, s.address, s.problem) for s in tenancy.kv_addresses(args, env)]
+    assert got == expected
+
+
+def test_every_interface_is_not_the_pod() -> None:
+    assert "0.0.0.0" not in tenancy.LOOPBACK
 
 
 def test_a_host_on_the_control_plane_asks_for_every_namespace() -> None:
@@ -471,7 +562,12 @@ def test_a_host_on_the_control_plane_asks_for_every_namespace() -> None:
     [
         (
             "cluster-local.yaml",
-            {"tenancy-policy", "control-plane-llminferences", "control-plane-inferenceclusters"},
+            {
+                "tenancy-policy",
+                "control-plane-llminferences",
+                "control-plane-inferenceclusters",
+                "control-plane-providerconfigs",
+            },
         ),
         ("cluster-aws.yaml", set()),
         ("cluster-existing.yaml", set()),
@@ -479,7 +575,8 @@ def test_a_host_on_the_control_plane_asks_for_every_namespace() -> None:
 )
 def test_only_a_local_cluster_reads_the_control_plane(example: str, asks: set[str]) -> None:
     """A local cluster's program asks Crossplane for the platform's policy and, with a router
-    host, for every LLMInference and InferenceCluster in every namespace; other providers
+    host, for every LLMInference, InferenceCluster and ProviderConfig in every namespace (and
+    for each other namespace it would use); other providers
     have their own cluster and ask for nothing."""
     from dot_inference.crossplane import documents, render
 
@@ -491,3 +588,50 @@ def test_only_a_local_cluster_reads_the_control_plane(example: str, asks: set[st
     assert set(asked) == asks
     for name in asks - {"tenancy-policy"}:
         assert "namespace" not in asked[name], "every namespace"
+
+
+def test_a_host_served_already_is_kept_against_an_older_claim() -> None:
+    """Age decides between claims that only ask; one that serves the host keeps it, so an
+    older object cannot take a running model's host by editing its own."""
+    serving = {
+        **_llm("b-team", "new", "h", "2026-03-01T00:00:00Z"),
+        "status": {"endpoint": "http://h"},
+    }
+    holders = tenancy.control_plane_hosts([serving], [])
+    old = ("c-team", "LLMInference", "old")
+    first = tenancy.first_holder("h", holders, "2026-01-01T00:00:00Z", old)
+    assert first is not None and first.serving
+    assert tenancy.first_holder("h", holders, "2026-01-01T00:00:00Z", old, serving=True) is None
+
+
+def test_a_claim_through_a_provider_config_waits_for_the_policy() -> None:
+    """The policy is asked for on the first call (by name); until Crossplane answers, a
+    namespace only the policy could allow is neither composed nor refused."""
+    xr = claim(providerConfigName="pc", targetNamespace="target-ns")
+    first = compose(Inputs(xr=xr, engine_image=engine_image()))
+    assert first.fatal is None and not first.resources
+    assert first.requirements["tenancy-policy"]["matchName"] == tenancy.POLICY_NAME
+    assert [c.reason for c in first.conditions if c.type == "Tenancy"] == ["Resolving"]
+    none = compose(Inputs(xr=xr, engine_image=engine_image(), required={"tenancy-policy": []}))
+    assert none.fatal and "where the platform's tenancy policy allows" in none.fatal
+    allowed = compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            required={"tenancy-policy": [policy({"a-team": ["target-ns"]})]},
+        )
+    )
+    assert allowed.fatal is None, allowed.fatal
+    namespaced = {
+        m["metadata"]["namespace"]
+        for o in allowed.resources.values()
+        if "namespace" in (m := o["spec"]["forProvider"]["manifest"])["metadata"]
+    }
+    assert namespaced == {"target-ns"}, "its objects land there (the Namespace itself has none)"
+    system = compose(
+        Inputs(
+            xr=claim(providerConfigName="pc", targetNamespace="kube-system"),
+            engine_image=engine_image(),
+        )
+    )
+    assert system.fatal and "system namespace" in system.fatal, "refused at once"
