@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args, llmd, simulator, tenancy, vllm_cli
+from function import engine_args, llmd, simulator, vllm_cli
 from function.errors import FieldError
 from function.limits import (
     ALIAS,
@@ -184,8 +184,10 @@ def _optional_str(
 def _host(params: dict) -> str | None:
     """spec.parameters.ingressHost: a DNS name, never an IP literal (Kubernetes refuses an IP
     as an Ingress rule's host, Gateway API as a route's hostname)."""
+    from function.tenancy import ip_literal  # tenancy reads objects with cluster.dig
+
     host = _optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
-    if host is not None and tenancy.ip_literal(host):
+    if host is not None and ip_literal(host):
         raise SpecError(
             f"{P}.ingressHost",
             host,

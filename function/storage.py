@@ -34,7 +34,8 @@ CACHE_UNKNOWN_MODEL_GIB = 100
 CACHE_MAX_GIB = 999_999
 # A claim may ask for at most this many times the cache its model needs (for a model of
 # unknown size, the CACHE_UNKNOWN_MODEL_GIB it is planned with): room to grow (a newer
-# revision, a bigger compile cache), not a disk quota of the platform's to spend. A cache that
+# revision, a bigger compile cache), not a disk quota of the platform's to spend (a policy
+# choice, the factor issue 23 proposes, not a measurement). A cache that
 # already exists keeps its size. The platform team sets an absolute cap per cluster
 # (InferenceCluster spec.parameters.tenancy.maxModelCacheSize).
 CACHE_MAX_FACTOR = 4

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from function.cluster import dig
+
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
 # operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`, llmd.k
 # `_llmdNamespace`; the cluster also publishes them in status.tenancy.reservedNamespaces, and
@@ -164,12 +166,6 @@ class HostHolder:
         return (not self.serving, self.created or "~", self.key)
 
 
-def _dig(obj: Any, *keys: str) -> Any:
-    for k in keys:
-        obj = obj.get(k) if isinstance(obj, dict) else None
-    return obj
-
-
 def _meta(obj: dict) -> tuple[str, str, str, bool]:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     ns, name = meta.get("namespace"), meta.get("name")
@@ -184,7 +180,7 @@ def _meta(obj: dict) -> tuple[str, str, str, bool]:
 
 def serves(obj: dict, host: str) -> bool:
     """Whether `obj` publishes `host` as its endpoint (status.endpoint)."""
-    return url_host(_dig(obj, "status", "endpoint")) == host
+    return url_host(dig(obj, "status", "endpoint")) == host
 
 
 def local_clusters(clusters: Iterable[dict]) -> dict[tuple[str, str], dict]:
@@ -193,7 +189,7 @@ def local_clusters(clusters: Iterable[dict]) -> dict[tuple[str, str], dict]:
     deleted still counts: its models run until they are gone."""
     out = {}
     for c in clusters:
-        if isinstance(c, dict) and _dig(c, "spec", "parameters", "provider") == "local":
+        if isinstance(c, dict) and dig(c, "spec", "parameters", "provider") == "local":
             ns, name, _, _ = _meta(c)
             if name:
                 out[(ns, name)] = c
@@ -208,7 +204,7 @@ def control_plane_configs(
     models' (`<cluster>`, `<cluster>-models`)."""
     out = {(ns, n) for ns, name in local for n in (name, f"{name}-models")}
     for c in configs:
-        if isinstance(c, dict) and _dig(c, "spec", "credentials", "source") == "InjectedIdentity":
+        if isinstance(c, dict) and dig(c, "spec", "credentials", "source") == "InjectedIdentity":
             ns, name, _, _ = _meta(c)
             out.add((ns, name))
     return out
@@ -218,15 +214,15 @@ def on_control_plane(
     model: dict, local: dict[tuple[str, str], dict], configs: set[tuple[str, str]]
 ) -> bool:
     """Whether what `model` exposes is served by the control plane's ingress controller."""
-    params = _dig(model, "spec", "parameters")
+    params = dig(model, "spec", "parameters")
     if not isinstance(params, dict):
         return False
     ns = _meta(model)[0]
-    ref = _dig(params, "clusterRef", "name")
+    ref = dig(params, "clusterRef", "name")
     if isinstance(ref, str) and ref:
         return (ns, ref) in local
     if "clusterSelector" in params:
-        placed = _dig(model, "status", "placement", "cluster")
+        placed = dig(model, "status", "placement", "cluster")
         return isinstance(placed, str) and (ns, placed) in local
     pc = params.get("providerConfigName")
     if isinstance(pc, str) and pc:
@@ -245,7 +241,7 @@ def control_plane_hosts(
     pcs = control_plane_configs(configs, local)
     out = []
     for (ns, name), c in sorted(local.items()):
-        host = _dig(c, "spec", "parameters", "apps", "vllm", "endpoint", "host")
+        host = dig(c, "spec", "parameters", "apps", "vllm", "endpoint", "host")
         if isinstance(host, str) and host:
             out.append(
                 HostHolder(
@@ -261,7 +257,7 @@ def control_plane_hosts(
         if not isinstance(m, dict):
             continue
         ns, name, created, deleting = _meta(m)
-        host = _dig(m, "spec", "parameters", "ingressHost")
+        host = dig(m, "spec", "parameters", "ingressHost")
         if not name or deleting or not isinstance(host, str) or not host:
             continue
         if on_control_plane(m, local, pcs):
