@@ -202,6 +202,13 @@ def cluster_states(root: Path) -> dict[str, str]:
                 result = render.render_in_package(pkg, claim)
                 if result.fatal:
                     raise GenerateError(f"{path}: {result.fatal}")
+                # Again once its resources exist (Ready, each with an id: the EFS file system's
+                # lets an EKS cluster publish its shared class).
+                result = render.render_in_package(
+                    pkg, claim, observed=[_created(r) for r in result.composed]
+                )
+                if result.fatal:
+                    raise GenerateError(f"{path}: {result.fatal}")
                 # Ready, as it would be once its resources are.
                 ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
                 docs.append(
@@ -227,6 +234,18 @@ def cluster_states(root: Path) -> dict[str, str]:
         )
         out[target] = header + ".\n" + HEADER + body
     return out
+
+
+def _created(resource: dict) -> dict:
+    """A composed resource as its provider reports it once created: Ready, with an id."""
+    name = resource.get("metadata", {}).get("name") or resource["kind"].lower()
+    return {
+        **resource,
+        "status": {
+            "atProvider": {"id": f"{resource['kind'].lower()}-{name}"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],
+        },
+    }
 
 
 def _leftovers(root: Path, produced: set[str]) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
 from function.spec import LLMSpec, P, SpecError
-from function.storage import parse_gib
+from function.storage import SharedClass, parse_gib
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -31,6 +31,8 @@ class Target:
     storage_class: str | None = None
     storage_read_mib_s: float | None = None
     storage_read_mib_s_per_gib: float | None = None
+    # Its ReadWriteMany class, which engine pods on several nodes share (status.storage.shared).
+    shared_storage: SharedClass | None = None
     # What one pod may request on a GPU node (status.gpu.allocatable), its instance type,
     # and the RuntimeClass GPU pods run with (status.gpu.runtimeClassName).
     pod_cpu_millicores: int | None = None
@@ -229,6 +231,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     read_rate = _num(dig(status, "storage", "readMiBps"))
     read_per_gib = _num(dig(status, "storage", "readMiBpsPerGiB"))
     max_nodes = _num(gpu.get("maxNodes"))
+    shared = _shared_storage(dig(status, "storage", "shared"))
     endpoint = status.get("endpoint")
     keda_release = dig(status, "keda", "release")
     # The cluster's vLLM router discovers engines in its namespace: a production-stack model
@@ -252,6 +255,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         storage_class=storage_class if isinstance(storage_class, str) and storage_class else None,
         storage_read_mib_s=read_rate if read_rate and read_rate > 0 else None,
         storage_read_mib_s_per_gib=read_per_gib if read_per_gib and read_per_gib > 0 else None,
+        shared_storage=shared,
         pod_cpu_millicores=int(pod_cpu) if pod_cpu and pod_cpu > 0 else None,
         pod_memory_mib=int(pod_memory) if pod_memory and pod_memory > 0 else None,
         instance_type=instance if isinstance(instance, str) and instance else None,
@@ -275,6 +279,22 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         control_plane=dig(cluster, "spec", "parameters", "provider") == "local",
         kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
         max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
+    )
+
+
+def _shared_storage(value: object) -> SharedClass | None:
+    """status.storage.shared: the cluster's ReadWriteMany class and how fast it reads."""
+    if not isinstance(value, dict):
+        return None
+    name = value.get("className")
+    if not isinstance(name, str) or not name:
+        return None
+    rate, per_gib, least = (_num(value.get(k)) for k in ("readMiBps", "readMiBpsPerGiB", "minGiB"))
+    return SharedClass(
+        name=name,
+        read_mib_s=rate if rate and rate > 0 else None,
+        read_mib_s_per_gib=per_gib if per_gib and per_gib > 0 else None,
+        min_gib=int(least) if least and least >= 1 else None,
     )
 
 

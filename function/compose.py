@@ -1173,8 +1173,11 @@ def _cache_plan(
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
     inputs: Inputs,
+    layout: storage.Layout | None = None,
 ) -> tuple[storage.CachePlan, int | None]:
-    """The cache plan and the size the claim has now (None before it exists)."""
+    """The cache plan and the size the claim has now (None before it exists); on a shared
+    layout, timed at the shared class's read rate and at least its smallest volume."""
+    shared = layout.shared if layout is not None else None
     claim = _observed_manifest(
         inputs.observed.get(CACHE + target.suffix), target.provider_config is not None
     )
@@ -1190,8 +1193,11 @@ def _cache_plan(
             weights_gib=facts.checkpoint_gib if facts is not None else None,
             requested_gib=spec.storage.size_gib,
             observed_gib=current,
-            load_rate_mib_s=target.storage_read_mib_s,
-            load_rate_mib_s_per_gib=target.storage_read_mib_s_per_gib,
+            load_rate_mib_s=shared.read_mib_s if shared else target.storage_read_mib_s,
+            load_rate_mib_s_per_gib=shared.read_mib_s_per_gib
+            if shared
+            else target.storage_read_mib_s_per_gib,
+            min_gib=shared.min_gib if shared else None,
             field=f"{P}.storage.size",
             max_gib=target.max_cache_gib,
             cap_field=f"spec.parameters.tenancy.maxModelCacheSize of InferenceCluster "
@@ -1201,6 +1207,59 @@ def _cache_plan(
     except storage.StorageError as e:
         raise SpecError(e.field, e.value, e.message) from e  # already says spec.parameters...
     return cache, current
+
+
+def _cache_layout(
+    spec: LLMSpec, target: Target, count: scaling.Replicas, inputs: Inputs
+) -> storage.Layout:
+    """How the engine pods share the one model-cache claim (function/storage.py)."""
+    remote = target.provider_config is not None
+    claim = _observed_manifest(inputs.observed.get(CACHE + target.suffix), remote)
+    modes = dig(claim, "spec", "accessModes")
+    observed = modes[0] if isinstance(modes, list) and modes else None
+    if target.cluster:
+        where = f"InferenceCluster {spec.namespace}/{target.cluster}"
+    else:
+        where = "the target cluster" if remote else "the control-plane cluster"
+    try:
+        return storage.one_claim_layout(
+            pods=count.high,
+            nodes=target.max_nodes if target.cluster else None,
+            where=where,
+            count_field=f"{P}.autoscaling.maxReplicas" if count.autoscaled else f"{P}.replicas",
+            block_class=target.storage_class,
+            shared=target.shared_storage,
+            asked_class=spec.storage.class_name,
+            asked_mode=spec.storage.access_mode,
+            observed_mode=observed if observed in storage.ACCESS_MODES else None,
+            field=f"{P}.storage",
+        )
+    except storage.StorageError as e:
+        raise SpecError(e.field, e.value, e.message) from e
+
+
+def _per_pod_cache_status(
+    caches: list[tuple[str, storage.Layout, storage.CachePlan]], class_name: str | None
+) -> dict[str, Any]:
+    """status.plan.cache of pods with caches of their own (LeaderWorkerSet, llm-d): each
+    side's pods at most, and what their volumes and downloads cost together."""
+    claims = sum(layout.claims for _, layout, _ in caches)
+    first = caches[0][2]
+    return {
+        "layout": "perPod",
+        "accessMode": storage.READ_WRITE_ONCE,
+        "claims": claims,
+        "size": storage.quantity(first.size_gib),
+        **({"storageClass": class_name} if class_name else {}),
+        "disk": storage.quantity(sum(p.size_gib * layout.claims for _, layout, p in caches)),
+        "downloads": sum(layout.downloads for _, layout, _ in caches),
+        "reason": "; ".join(
+            f"{role}: {layout.reason}" if len(caches) > 1 else layout.reason
+            for role, layout, _ in caches
+        ),
+        "loadMiBps": first.load_rate_mib_s,
+        "startSeconds": max(p.start_s for _, _, p in caches),
+    }
 
 
 def _claim_templates(value: Any) -> list[dict[str, Any]]:
@@ -1331,9 +1390,16 @@ def _build(
     remote = target.provider_config is not None
     _own_namespace(spec, target, out)
     secrets = _secrets(spec, facts, target, name, inputs, out)
-    cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs)
-    class_name = spec.storage.class_name or target.storage_class
+    layout = _cache_layout(spec, target, count, inputs)
+    cache, claim_gib = _cache_plan(spec, target, facts, plan, inputs, layout)
+    class_name = layout.class_name
     fetch = _fetch(spec, target, name, image, secrets.hf_token, inputs)
+    observed_runtime = inputs.observed.get(RUNTIME + target.suffix)
+    started = dig(
+        _observed_manifest(observed_runtime, remote), "spec", "deploymentConfig", "replicas"
+    )
+    # An engine that already started keeps serving its model until the new one is cached.
+    holding = not fetch.done and isinstance(started, int) and started >= 1
     env = list(plan.env) + list(spec.engine.env)
     if spec.api_key_secret is not None:
         # The engine's one Secret-sourced variable then holds the API key, not the Hugging
@@ -1362,6 +1428,7 @@ def _build(
         tolerations=target.tolerations or None,
         # The claim's size as it is now: the controller rewrites a claim whose size differs.
         cache=(storage.quantity(claim_gib or cache.size_gib), class_name),
+        cache_access_mode=layout.access_mode,
         # No pod until the weights are in the cache; then the fixed count, or none written
         # when KEDA owns it.
         replicas=0 if not fetch.done else (None if count.autoscaled else count.low),
@@ -1377,6 +1444,7 @@ def _build(
             model=spec.model,
             size=storage.quantity(cache.size_gib),
             class_name=class_name,
+            access_mode=layout.access_mode,
         ),
         out,
         suffix="model-cache",
@@ -1401,18 +1469,14 @@ def _build(
             },
             memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
             revision=spec.engine.revision,
+            # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
+            colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
         ),
         out,
         suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
         readiness_cel=resources.JOB_DONE_CEL,
         watch=True,
     )
-    observed_runtime = inputs.observed.get(RUNTIME + target.suffix)
-    started = dig(
-        _observed_manifest(observed_runtime, remote), "spec", "deploymentConfig", "replicas"
-    )
-    # An engine that already started keeps serving its model until the new one is cached.
-    holding = not fetch.done and isinstance(started, int) and started >= 1
     if holding:
         kept = resources.desired_from_observed(observed_runtime)
         out.resources[RUNTIME + target.suffix] = (
@@ -1445,6 +1509,7 @@ def _build(
         "claim": name,
         "size": storage.quantity(cache.size_gib),
         **({"storageClass": class_name} if class_name else {}),
+        **layout.status(cache.size_gib),
         "downloadJob": fetch.job,
         "downloadDeadlineSeconds": cache.download_deadline_s,
         "loadMiBps": cache.load_rate_mib_s,
@@ -1715,6 +1780,10 @@ def _build_multinode(
     _cluster_usage(spec, target, inputs, out)
     _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
+    out.status_extra["cache"] = _per_pod_cache_status(
+        [("replica", storage.per_pod_layout(plan.nodes * count.high, class_name), cache)],
+        class_name,
+    )
     out.conditions.append(
         Condition(
             "ModelCache",
@@ -2698,6 +2767,7 @@ def _build_llmd(
         )
     main: tuple[str, str, list[str]] | None = None
     budgets = []
+    caches: list[tuple[str, storage.Layout, storage.CachePlan]] = []
     if simulate:
         # The simulator in place of vLLM, labelled as the pool's pods (no cache: nothing is
         # downloaded).
@@ -2760,9 +2830,13 @@ def _build_llmd(
             watch=True,
         )
         budgets.append(f"{r.replicas or 'KEDA'} x {r.role} ({cache_size} each)")
+        pods = r.replicas if r.replicas is not None else count.high
+        caches.append((r.role, storage.per_pod_layout(pods, class_name), cache))
         if r.role in ("aggregated", "decode"):
             main = (group, key, ["vllm", "serve", *args])
     assert main is not None
+    if caches:
+        out.status_extra["cache"] = _per_pod_cache_status(caches, class_name)
     _place(
         spec,
         target,

@@ -135,6 +135,7 @@ def vllm_runtime(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     cache: tuple[str, str | None] | None = None,
+    cache_access_mode: str = "ReadWriteOnce",
     replicas: int | None = 1,
     runtime_class: str | None = None,
 ) -> dict[str, Any]:
@@ -209,8 +210,9 @@ def vllm_runtime(
         storage = {
             "enabled": True,
             "size": cache[0],
-            # The CRD defaults to ReadWriteMany, which most clouds' block storage cannot bind.
-            "accessMode": "ReadWriteOnce",
+            # The CRD defaults to ReadWriteMany, which most clouds' block storage cannot bind:
+            # always stated (function/storage.py `one_claim_layout` picks it).
+            "accessMode": cache_access_mode,
             "mountPath": CACHE_MOUNT,
         }
         if cache[1]:
@@ -247,21 +249,29 @@ def engine_affinity(node_selector: Mapping[str, str] | None) -> list[dict[str, A
 
 
 def model_cache_claim(
-    *, name: str, namespace: str, model: str, size: str, class_name: str | None
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    size: str,
+    class_name: str | None,
+    access_mode: str = "ReadWriteOnce",
 ) -> dict[str, Any]:
-    """The model cache: a ReadWriteOnce claim named after the runtime (the controller mounts
-    the claim of that name)."""
+    """The model cache: a claim named after the runtime (the controller mounts the claim of
+    that name), ReadWriteOnce or, shared by pods on several nodes, ReadWriteMany."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": _metadata(name, namespace, model, component="model-cache"),
-        "spec": _cache_claim_spec(size, class_name),
+        "spec": _cache_claim_spec(size, class_name, access_mode),
     }
 
 
-def _cache_claim_spec(size: str, class_name: str | None) -> dict[str, Any]:
+def _cache_claim_spec(
+    size: str, class_name: str | None, access_mode: str = "ReadWriteOnce"
+) -> dict[str, Any]:
     return {
-        "accessModes": ["ReadWriteOnce"],
+        "accessModes": [access_mode],
         "resources": {"requests": {"storage": size}},
         **({"storageClassName": class_name} if class_name else {}),
     }
@@ -295,11 +305,13 @@ def model_fetch_job(
     requests: Mapping[str, str],
     memory_limit: str,
     revision: str | None = None,
+    colocate: bool = False,
 ) -> dict[str, Any]:
     """A Job that downloads `model` (at `revision`, the one the engine's --revision names)
     into the cache claim `name`, on the GPU pool (so a zonal
     volume lands where the engine can run), next to the engine's pod when one runs (a
-    ReadWriteOnce volume attaches to one node)."""
+    ReadWriteOnce volume attaches to one node): required when `colocate` (an engine mounts the
+    ReadWriteOnce claim now, so the Job could run nowhere else), preferred otherwise."""
     env: list[dict[str, Any]] = [
         {"name": k, "value": v} for k, v in CACHE_ENV if k == "HF_HOME"
     ] + [
@@ -314,6 +326,10 @@ def model_fetch_job(
             }
         )
     metadata = _metadata(job_name, namespace, model, component="model-fetch")
+    term = {
+        "labelSelector": {"matchLabels": {"app": name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
     # The pods are the runtime's (its name), in the model-fetch component.
     pod_labels = metadata["labels"] = labels(name) | {"app.kubernetes.io/component": "model-fetch"}
     return {
@@ -338,15 +354,11 @@ def model_fetch_job(
                             }
                         },
                         # The controller labels the engine's pods `app: <runtime name>`.
-                        "podAffinity": {
+                        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                        if colocate
+                        else {
                             "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {
-                                    "weight": 100,
-                                    "podAffinityTerm": {
-                                        "labelSelector": {"matchLabels": {"app": name}},
-                                        "topologyKey": "kubernetes.io/hostname",
-                                    },
-                                }
+                                {"weight": 100, "podAffinityTerm": term}
                             ]
                         },
                     },

@@ -28,6 +28,7 @@ from function.limits import (
     SCALE_DOWN_DELAY_DEFAULT,
     SCALE_DOWN_DELAY_MAX,
 )
+from function.storage import ACCESS_MODES
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -81,6 +82,8 @@ class EngineOverrides:
 class StorageSpec:
     class_name: str | None = None
     size_gib: int | None = None
+    # ReadWriteOnce or ReadWriteMany: what the named class provides (None: the cluster says).
+    access_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -431,7 +434,7 @@ def _storage(params: dict) -> StorageSpec:
         return StorageSpec()
     f = f"{P}.storage"
     if not isinstance(storage, dict):
-        raise SpecError(f, storage, f"{f} must be an object (className, size)")
+        raise SpecError(f, storage, f"{f} must be an object (className, size, accessMode)")
     class_name = _optional_str(storage, "className", DNS_SUBDOMAIN, "a StorageClass name", f)
     size = storage.get("size")
     size_gib = None
@@ -444,7 +447,14 @@ def _storage(params: dict) -> StorageSpec:
                 f"{f}.size: {_short(size)} is not a size; write whole Gi or Ti, e.g. 800Gi or 2Ti",
             )
         size_gib = int(m.group(1)) * (1024 if m.group(2) == "Ti" else 1)
-    return StorageSpec(class_name=class_name, size_gib=size_gib)
+    access_mode = storage.get("accessMode")
+    if access_mode is not None and access_mode not in ACCESS_MODES:
+        raise SpecError(
+            f"{f}.accessMode",
+            access_mode,
+            f"{f}.accessMode: {_short(access_mode)} is not one of {', '.join(ACCESS_MODES)}",
+        )
+    return StorageSpec(class_name=class_name, size_gib=size_gib, access_mode=access_mode)
 
 
 def parse(xr: dict[str, Any]) -> LLMSpec:

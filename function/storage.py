@@ -103,17 +103,20 @@ def plan_cache(
     max_gib: int | None = None,
     cap_field: str = "",
     kept_gib: int | None = None,
+    min_gib: int | None = None,
 ) -> CachePlan:
     """Size the cache and time its filling and loading. StorageError when `requested_gib`
     cannot hold the weights, would shrink the existing claim, or asks more than
     CACHE_MAX_FACTOR x what the model needs; and when the cache would exceed `max_gib`, the
     platform's cap (`cap_field` says where it is set). A cache that exists keeps its size
     against both caps: `observed_gib` (a claim of its own) or `kept_gib` (one a StatefulSet or
-    LeaderWorkerSet template declares, which a new size would replace, not resize)."""
+    LeaderWorkerSet template declares, which a new size would replace, not resize).
+    `min_gib`: the smallest volume the class provisions (a shared filesystem's), which the
+    cache is raised to."""
     needed = needed_gib(weights_gib)
     existing = max(observed_gib or 0, kept_gib or 0)
     if requested_gib is not None:
-        most = CACHE_MAX_FACTOR * needed
+        most = max(CACHE_MAX_FACTOR * needed, min_gib or 0)
         if requested_gib > most and requested_gib > existing:
             what = (
                 f"the {quantity(needed)} cache the model's {_gib(weights_gib)} of weights need"
@@ -144,6 +147,7 @@ def plan_cache(
         size = requested_gib
     else:
         size = max(needed, observed_gib or 0)
+    size = max(size, min_gib or 0)
     if max_gib is not None and size > max_gib and size > existing:
         cap = f"the {quantity(max_gib)} the platform team allows one model's cache ({cap_field})"
         if needed > max_gib and weights_gib is not None:
@@ -184,3 +188,163 @@ def parse_gib(text: object) -> int | None:
         if number != text and number.isdigit() and int(number) > 0:
             return int(number) * factor
     return None
+
+
+# --- Who shares the cache: its layout ----------------------------------------------------
+#
+# A ReadWriteOnce volume (EBS, Persistent Disk, Azure Disk: every cloud's block storage)
+# attaches to one node at a time; a second pod on another node waits in ContainerCreating
+# with a Multi-Attach error. So a cache that several pods mount at once is either on one node,
+# or on a ReadWriteMany class (a network filesystem the cluster publishes as
+# status.storage.shared), or each pod has its own (volumeClaimTemplates).
+
+READ_WRITE_ONCE = "ReadWriteOnce"
+READ_WRITE_MANY = "ReadWriteMany"
+ACCESS_MODES = (READ_WRITE_ONCE, READ_WRITE_MANY)
+
+
+@dataclass(frozen=True)
+class SharedClass:
+    """A ReadWriteMany StorageClass the cluster provides (status.storage.shared)."""
+
+    name: str
+    read_mib_s: float | None = None
+    read_mib_s_per_gib: float | None = None
+    min_gib: int | None = None  # the smallest volume it provisions (Filestore: 1 TiB)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the pods of one model reach their weights (status.plan.cache.layout)."""
+
+    mode: str  # "oneNode": one ReadWriteOnce claim; "shared": one ReadWriteMany; "perPod"
+    access_mode: str
+    class_name: str | None  # None: the cluster's default (or the block class)
+    claims: int  # volumes of the cache's size it costs at most
+    downloads: int  # downloads of the weights when every pod starts afresh
+    reason: str
+    shared: SharedClass | None = None
+
+    def status(self, size_gib: int) -> dict[str, object]:
+        return {
+            "layout": self.mode,
+            "accessMode": self.access_mode,
+            "claims": self.claims,
+            "disk": quantity(size_gib * self.claims),
+            "downloads": self.downloads,
+            "reason": self.reason,
+        }
+
+
+def one_claim_layout(
+    *,
+    pods: int,
+    nodes: int | None,
+    where: str,
+    count_field: str,
+    block_class: str | None,
+    shared: SharedClass | None,
+    asked_class: str | None,
+    asked_mode: str | None,
+    observed_mode: str | None,
+    field: str,
+) -> Layout:
+    """The layout of a cache that every engine pod mounts (the production stack's one claim).
+
+    `pods`: engine pods that may run at once (the fixed count, or the autoscaling maximum);
+    `nodes`: GPU nodes the cluster may have (None: not known). StorageError when the pods may
+    land on several nodes and no ReadWriteMany class is there to share, naming `count_field`.
+    A claim that exists keeps its access mode (Kubernetes never changes it)."""
+    spread = pods if nodes is None else min(pods, nodes)
+    shared_class = asked_class or (shared.name if shared else None)
+    if observed_mode == READ_WRITE_MANY or asked_mode == READ_WRITE_MANY:
+        if shared_class is None:
+            raise StorageError(
+                f"{field}.accessMode",
+                READ_WRITE_MANY,
+                f"{field}.accessMode: ReadWriteMany needs a class that provides it, and {where} "
+                f"publishes none (status.storage.shared): name one in {field}.className",
+            )
+        return Layout(
+            "shared",
+            READ_WRITE_MANY,
+            shared_class,
+            1,
+            1,
+            f"one ReadWriteMany claim ({shared_class}) that every engine pod mounts, on any "
+            "node; downloaded once",
+            shared if shared and shared.name == shared_class else None,
+        )
+    own = asked_class or block_class
+    if spread <= 1:
+        return Layout(
+            "oneNode",
+            READ_WRITE_ONCE,
+            own,
+            1,
+            1,
+            "one engine pod at a time, so one ReadWriteOnce claim"
+            if pods <= 1
+            else f"{where} has one GPU node, where all {pods} engine pods run: one "
+            "ReadWriteOnce claim",
+        )
+    block = (
+        f"{pods} engine pods may run on up to {spread} nodes of {where}, and a ReadWriteOnce "
+        "model cache attaches to one node at a time (a pod on another node would wait in "
+        "ContainerCreating with a Multi-Attach error)"
+    )
+    if observed_mode == READ_WRITE_ONCE:
+        raise StorageError(
+            count_field,
+            pods,
+            f"{count_field}: {block}, and this model's cache claim exists as ReadWriteOnce, an "
+            f"access mode Kubernetes never changes: keep {count_field} at 1, or delete this "
+            "LLMInference and create it again with this count (its cache is then made "
+            "ReadWriteMany and filled again)",
+        )
+    if asked_mode == READ_WRITE_ONCE or (asked_class and asked_class != shared_class):
+        what = f"{field}.accessMode: ReadWriteOnce" if asked_mode else f"{field}.className"
+        instead = (
+            f"omit {field}.className to use {where}'s shared class {shared.name}"
+            if shared
+            else f"set {field}.accessMode: ReadWriteMany if {asked_class} provides it"
+        )
+        raise StorageError(
+            count_field,
+            pods,
+            f"{count_field}: {block}, and {what} asks for a ReadWriteOnce cache: {instead}, "
+            f"or use {count_field}: 1",
+        )
+    if shared is None:
+        raise StorageError(
+            count_field,
+            pods,
+            f"{count_field}: {block}. {where} publishes no shared (ReadWriteMany) class: use "
+            f"{count_field}: 1, a cluster that has one (InferenceCluster status.storage.shared; "
+            "spec.parameters.storage.sharedClassName on an existing or local cluster), or name "
+            f"a ReadWriteMany class in {field}.className with {field}.accessMode: ReadWriteMany",
+        )
+    return Layout(
+        "shared",
+        READ_WRITE_MANY,
+        shared.name,
+        1,
+        1,
+        f"{pods} engine pods may run on up to {spread} nodes: one ReadWriteMany claim "
+        f"({shared.name}) they all mount; downloaded once",
+        shared,
+    )
+
+
+def per_pod_layout(pods: int, class_name: str | None) -> Layout:
+    """Each pod has a cache of its own (a StatefulSet's or LeaderWorkerSet's
+    volumeClaimTemplates): never shared, at the cost of one volume and one download each."""
+    return Layout(
+        "perPod",
+        READ_WRITE_ONCE,
+        class_name,
+        pods,
+        pods,
+        f"each of the {pods} pod(s) has a ReadWriteOnce cache of its own and downloads the "
+        "weights into it",
+    )

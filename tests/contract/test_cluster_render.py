@@ -29,6 +29,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 M_AWS_EC2 = "ec2.aws.m.upbound.io/v1beta1"
 M_AWS_IAM = "iam.aws.m.upbound.io/v1beta1"
 M_AWS_EKS = "eks.aws.m.upbound.io/v1beta1"
+M_AWS_EFS = "efs.aws.m.upbound.io/v1beta1"
 M_AZURE = "azure.m.upbound.io/v1beta1"
 M_AKS = "containerservice.azure.m.upbound.io/v1beta1"
 M_GCP_COMPUTE = "compute.gcp.m.upbound.io/v1beta1"
@@ -66,19 +67,26 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EC2, "MainRouteTableAssociation"): 1,
             (M_AWS_EC2, "RouteTableAssociation"): 3,
             (M_AWS_IAM, "Role"): 2,
-            (M_AWS_IAM, "RolePolicyAttachment"): 5,
+            (M_AWS_IAM, "RolePolicyAttachment"): 6,
             (M_AWS_EKS, "Cluster"): 1,
             (M_AWS_EKS, "ClusterAuth"): 1,
             (M_AWS_EKS, "NodeGroup"): 2,
-            (M_AWS_EKS, "Addon"): 1,  # the EBS CSI driver
+            (M_AWS_EKS, "Addon"): 2,  # the EBS and EFS CSI drivers
+            # The shared model cache: EFS, a mount target per subnet, NFS from the VPC.
+            (M_AWS_EC2, "SecurityGroup"): 1,
+            (M_AWS_EC2, "SecurityGroupIngressRule"): 1,
+            (M_AWS_EFS, "FileSystem"): 1,
+            (M_AWS_EFS, "MountTarget"): 3,
             **APPS,
             **KEDA,
-            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,  # + the StorageClass
+            # + the StorageClass (the shared one waits for the file system's id)
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,
             # one per app resource and model object + cluster and ClusterAuth, each by both
             # ProviderConfigs + one per reference between the cloud resources (IGW, route
-            # table, MRTA x2, route x2, 3 subnets, 3 RTAs x2, 5 policy attachments, EKS x4,
-            # ClusterAuth, 2 node groups x5, the add-on)
-            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 36,
+            # table, MRTA x2, route x2, 3 subnets, 3 RTAs x2, 6 policy attachments, EKS x4,
+            # ClusterAuth, 2 node groups x5, 2 add-ons, the security group and its rule,
+            # 3 mount targets x3)
+            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 49,
         },
     },
     "azure": {
@@ -101,11 +109,11 @@ CASES: dict[str, dict[str, Any]] = {
             (M_GKE, "Cluster"): 1,
             (M_GKE, "NodePool"): 2,
             **APPS,
-            # + the GPU Operator quota, the StorageClass
-            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 2,
+            # + the GPU Operator quota, the StorageClass and the shared (Filestore) one
+            (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 3,
             # + references: subnetwork and cluster of the network, cluster of the
             # subnetwork, both pools of the cluster
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 2 + 2 + 5,
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 3 + 2 + 5,
         },
     },
     # local and existing: models act with a scoped identity (identity.k): a ClusterRole and a

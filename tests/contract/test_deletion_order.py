@@ -240,6 +240,11 @@ def test_cloud_references_are_found_in_the_crds(cloud: str) -> None:
             ("Role", "NodeGroup"),
             ("Subnet", "NodeGroup"),
             ("Cluster", "Addon"),
+            ("VPC", "SecurityGroup"),
+            ("SecurityGroup", "SecurityGroupIngressRule"),
+            ("FileSystem", "MountTarget"),
+            ("Subnet", "MountTarget"),
+            ("SecurityGroup", "MountTarget"),
         },
         "cluster-google.yaml": {
             ("Network", "Subnetwork"),

@@ -135,9 +135,9 @@ def test_pins_sharing_a_folder_must_move_together(tmp_path: Path) -> None:
     assert "kcl/versions.k:provider_aws_ec2 = v2.7.0" in problem
     with pytest.raises(vendor.VendorError, match="must move together"):
         vendor.wanted(source, root)
-    _bump(root, ["provider_aws", "provider_aws_iam"], "v2.7.0")
+    _bump(root, ["provider_aws", "provider_aws_iam", "provider_aws_efs"], "v2.7.0")
     problems = vendor.pin_problems(source, root)
-    assert len(problems) == 3 and all("./task vendor -- provider-upjet-aws" in p for p in problems)
+    assert len(problems) == 4 and all("./task vendor -- provider-upjet-aws" in p for p in problems)
     assert vendor.wanted(source, root) == "v2.7.0"
 
 
