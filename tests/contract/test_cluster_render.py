@@ -349,6 +349,16 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
         ),
         pytest.param(
             {
+                "provider": "aws",
+                "gpu": {"enabled": True, "type": "l4", "minNodes": 1, "maxNodes": 3},
+            },
+            "spec.parameters.gpu.maxNodes (3) differs from gpu.minNodes (1) on aws: an EKS managed "
+            "node group stays at its minNodes and this Configuration installs no cluster "
+            "autoscaler",
+            id="eks-gpu-pool-that-would-never-grow",
+        ),
+        pytest.param(
+            {
                 "provider": "local",
                 "apps": {"vllm": {"enabled": True}},
                 "models": [
