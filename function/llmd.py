@@ -84,6 +84,25 @@ SIDECAR_CONNECTOR = "nixlv2"
 # NIXL's side channel: the pod's address (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST, default
 # localhost, which another pod cannot reach); its port stays vLLM's default, 5600.
 NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
+# Its port, stated and declared (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600; one
+# listener serves every TP rank's metadata, + the data-parallel index:
+# kv_connector/v1/nixl_connector.py at v0.17.1). llm-d's P/D guide declares it `nixl`.
+NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+NIXL_PORT = 5600
+# How long vLLM keeps an idle HTTP connection (uvicorn's timeout_keep_alive; vllm/envs.py
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE, default 5 s). Its clients keep idle connections longer: the
+# routing sidecar 90 s toward prefill and its own vLLM (llm-d-router v0.10.0
+# pkg/sidecar/proxy/proxy.go IdleConnTimeout), agentgateway 90 s toward every pod (v1.4.1
+# crates/agentgateway/src/lib.rs pool idle). A connection vLLM closed first is reset when a
+# client reuses it, so vLLM keeps them 120 s, as llm-d's P/D guide sets on prefill pods
+# (guides/pd-disaggregation, disaggregatedset.yaml).
+KEEP_ALIVE_ENV = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
+CLIENT_IDLE_S = 90
+KEEP_ALIVE_S = 120
+# The token the routing sidecar reads the pool's pods with (--enable-ssrf-protection), mounted
+# into the sidecar alone: vLLM needs no API access. What the kubelet mounts by default.
+TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_VOLUME = "sidecar-token"
 ENGINE_READY_CEL = "has(object.status.readyReplicas) && object.status.readyReplicas >= 1"
 EPP_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
 ROUTE_READY_CEL = (
@@ -505,6 +524,32 @@ def kv_transfer_config(role: str) -> str:
     return json.dumps({"kv_connector": KV_CONNECTOR, "kv_role": kv_role}, separators=(",", ":"))
 
 
+def sidecar_token_volume() -> dict[str, Any]:
+    """The service account's token, its cluster's CA and the namespace, as the kubelet
+    projects them by default (a bound token, refreshed), for the routing sidecar alone."""
+    return {
+        "name": TOKEN_VOLUME,
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                        ]
+                    }
+                },
+            ]
+        },
+    }
+
+
 def engine_statefulset(
     *,
     name: str,
@@ -545,10 +590,13 @@ def engine_statefulset(
     vllm_port = DECODE_VLLM_PORT if decode else ENGINE_PORT
     secrets = secret_env_vars(secret_env)
     engine_env = engine_env_vars(env, secrets)
+    if not any(e["name"] == KEEP_ALIVE_ENV for e in engine_env):
+        engine_env.insert(0, {"name": KEEP_ALIVE_ENV, "value": str(KEEP_ALIVE_S)})
     if role in ("prefill", "decode"):
-        engine_env.insert(
-            0, {"name": NIXL_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-        )
+        engine_env[:0] = [
+            {"name": NIXL_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": NIXL_PORT_ENV, "value": str(NIXL_PORT)},
+        ]
     gpu_resources = {"nvidia.com/gpu": str(gpus)}
     if rdma_resource and role in ("prefill", "decode"):
         gpu_resources[rdma_resource] = "1"
@@ -557,7 +605,12 @@ def engine_statefulset(
         "image": image,
         "command": ["vllm", "serve"],
         "args": list(args),
-        "ports": [{"name": "http", "containerPort": vllm_port, "protocol": "TCP"}],
+        "ports": [{"name": "http", "containerPort": vllm_port, "protocol": "TCP"}]
+        + (
+            [{"name": "nixl", "containerPort": NIXL_PORT, "protocol": "TCP"}]
+            if role in ("prefill", "decode")
+            else []
+        ),
         "env": engine_env,
         "resources": {
             "requests": {"cpu": cpu, "memory": memory, **gpu_resources},
@@ -617,6 +670,9 @@ def engine_statefulset(
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 },
+                "volumeMounts": [
+                    {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True}
+                ],
             }
         )
     pod_labels = role_labels(labels_of, role)
@@ -628,10 +684,11 @@ def engine_statefulset(
         tolerations=tolerations,
         runtime_class=runtime_class,
     )
+    # No container gets the service account's token but the one that needs it.
+    pod["automountServiceAccountToken"] = False
     if service_account:
         pod["serviceAccountName"] = service_account
-    else:
-        pod["automountServiceAccountToken"] = False
+        pod["volumes"].append(sidecar_token_volume())
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -747,7 +747,25 @@ def _backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggreg
                 f"{P}.llmd.profile: {_short(profile)} is not a scheduling profile; use one of "
                 f"{', '.join(llmd.profiles())} (default {llmd.DEFAULT_PROFILE})",
             )
+    if backend == "llmd":
+        _check_keep_alive(engine)
     return backend, profile, _disaggregation(params, backend, engine)
+
+
+def _check_keep_alive(engine: EngineOverrides) -> None:
+    """On llm-d, vLLM must keep idle connections longer than its clients do (llmd.py)."""
+    for i, (name, value) in enumerate(engine.env):
+        if name != llmd.KEEP_ALIVE_ENV:
+            continue
+        if not value.isdigit() or int(value) <= llmd.CLIENT_IDLE_S:
+            raise SpecError(
+                f"{P}.engine.env[{i}].value",
+                value,
+                f"{P}.engine.env[{i}].value: {name} {_short(value)} would close idle connections "
+                f"before llm-d's gateway and routing sidecar do ({llmd.CLIENT_IDLE_S} s), which "
+                f"then reset requests they send on them; use more than {llmd.CLIENT_IDLE_S} (the "
+                f"function sets {llmd.KEEP_ALIVE_S}) or omit it",
+            )
 
 
 def _role(value: object, f: str) -> Role:

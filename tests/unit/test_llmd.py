@@ -390,6 +390,45 @@ def test_disaggregated_sides_size_windowed_layers_as_full() -> None:
     assert s == 2 * a, (a, s)  # half its layers are windowed
 
 
+def test_vllm_outlasts_its_clients_keep_alive_and_only_the_sidecar_holds_a_token() -> None:
+    """Three things a running P/D pool hits (issue 24): vLLM closing idle connections (5 s)
+    that the sidecar and the gateway reuse (90 s) resets requests; the decode pod's token
+    belongs to the sidecar, not to vLLM; NIXL's side channel is a declared port."""
+    out = run(claim(disaggregation={"prefill": {"replicas": 2, "gpu": 1}, "decode": {"gpu": 2}}))
+    assert out.fatal is None, out.fatal
+    valid(out)
+    for role in ("prefill", "decode"):
+        pod = engine(out, role)["spec"]["template"]["spec"]
+        vllm = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in vllm["env"]}
+        assert int(env["VLLM_HTTP_TIMEOUT_KEEP_ALIVE"]) > 90, role
+        assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
+        assert {"name": "nixl", "containerPort": 5600, "protocol": "TCP"} in vllm["ports"]
+        assert pod["automountServiceAccountToken"] is False, f"{role}: no token for vLLM"
+        assert not any(
+            m["mountPath"].startswith("/var/run/secrets") for m in vllm["volumeMounts"]
+        ), role
+    d_pod = engine(out, "decode")["spec"]["template"]["spec"]
+    sidecar = d_pod["initContainers"][1]
+    token = {"name": "sidecar-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    assert {**token, "readOnly": True} in sidecar["volumeMounts"]
+    volume = next(v for v in d_pod["volumes"] if v["name"] == "sidecar-token")
+    sources = volume["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    aggregated = run(claim())
+    a_env = engine(aggregated, "prefill-decode")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "120"} in a_env, "the gateway's pool"
+    short = run(claim(engine={"env": [{"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "5"}]}))
+    assert short.fatal is not None
+    assert short.fatal.startswith(
+        "spec.parameters.engine.env[0].value: VLLM_HTTP_TIMEOUT_KEEP_ALIVE '5' would close"
+    )
+    longer = run(claim(engine={"env": [{"name": "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "value": "300"}]}))
+    assert longer.fatal is None, longer.fatal
+    l_env = engine(longer, "prefill-decode")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [e["value"] for e in l_env if e["name"] == "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"] == ["300"]
+
+
 def pd(prefill: dict | None = None, decode: dict | None = None) -> dict:
     return {"disaggregation": {"prefill": prefill or {}, "decode": decode or {}}}
 
