@@ -64,6 +64,7 @@ NAMESPACE = "namespace"
 HF_TOKEN = "hf-token"
 API_KEY = "api-key"
 CACHE = "model-cache"
+SHARED_CACHE = "shared-model-cache"
 CLUSTER_USAGE = "usage-inference-cluster"
 # A simulated engine (engine.simulate): its Deployment and Service; KEDA's ScaledObject.
 SIMULATOR = "simulator"
@@ -1239,7 +1240,9 @@ def _cache_layout(
 
 
 def _per_pod_cache_status(
-    caches: list[tuple[str, storage.Layout, storage.CachePlan]], class_name: str | None
+    caches: list[tuple[str, storage.Layout, storage.CachePlan]],
+    class_name: str | None,
+    note: str = "",
 ) -> dict[str, Any]:
     """status.plan.cache of pods with caches of their own (LeaderWorkerSet, llm-d): each
     side's pods at most, and what their volumes and downloads cost together."""
@@ -1256,9 +1259,186 @@ def _per_pod_cache_status(
         "reason": "; ".join(
             f"{role}: {layout.reason}" if len(caches) > 1 else layout.reason
             for role, layout, _ in caches
-        ),
+        )
+        + note,
         "loadMiBps": first.load_rate_mib_s,
         "startSeconds": max(p.start_s for _, _, p in caches),
+    }
+
+
+def _place_cache(
+    spec: LLMSpec,
+    target: Target,
+    key: str,
+    suffix: str,
+    claim: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    cache: storage.CachePlan,
+    layout: storage.Layout,
+    fetch: Fetch,
+    out: Outcome,
+    colocate: bool = False,
+) -> None:
+    """The model-cache claim `claim` and the Job that downloads the model into it."""
+    _place(
+        spec,
+        target,
+        key,
+        resources.model_cache_claim(
+            name=claim,
+            namespace=target.namespace,
+            model=spec.model,
+            size=storage.quantity(cache.size_gib),
+            class_name=layout.class_name,
+            access_mode=layout.access_mode,
+        ),
+        out,
+        suffix=suffix,
+    )
+    _place(
+        spec,
+        target,
+        fetch.key.removesuffix(target.suffix),
+        resources.model_fetch_job(
+            name=claim,
+            job_name=fetch.job,
+            namespace=target.namespace,
+            model=spec.model,
+            image=image,
+            hf_token=hf_token,
+            node_selector=target.node_selector,
+            tolerations=target.tolerations or None,
+            deadline_seconds=cache.download_deadline_s,
+            requests={
+                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+            },
+            memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+            revision=spec.engine.revision,
+            colocate=colocate,
+        ),
+        out,
+        suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
+        readiness_cel=resources.JOB_DONE_CEL,
+        watch=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedCache:
+    """The one ReadWriteMany cache of pods that would otherwise have one each (a multi-node
+    replica's, llm-d's): its claim and whether its download has finished."""
+
+    claim: str
+    fetch: Fetch
+
+    def holding(self, observed: Any, remote: bool) -> bool:
+        """Whether the pods of `observed` run while a new download fills the cache: they are
+        then kept as they are (a new revision downloads beside them)."""
+        if self.fetch.done or observed is None:
+            return False
+        started = dig(_observed_manifest(observed, remote), "spec", "replicas")
+        return isinstance(started, int) and not isinstance(started, bool) and started >= 1
+
+
+def _many_pods_cache(
+    spec: LLMSpec,
+    target: Target,
+    pods: int,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    inputs: Inputs,
+    out: Outcome,
+) -> tuple[storage.Layout, storage.CachePlan, SharedCache | None]:
+    """The cache layout of `pods` pods that could each have their own (storage.py), its plan,
+    and on a shared layout the claim and its download Job, placed."""
+    where = (
+        f"InferenceCluster {spec.namespace}/{target.cluster}"
+        if target.cluster
+        else (
+            "the target cluster"
+            if target.provider_config is not None
+            else "the control-plane cluster"
+        )
+    )
+    try:
+        layout = storage.many_pods_layout(
+            pods=pods,
+            shared=target.shared_storage,
+            block_class=target.storage_class,
+            asked_class=spec.storage.class_name,
+            asked_mode=spec.storage.access_mode,
+            field=f"{P}.storage",
+            where=where,
+        )
+    except storage.StorageError as e:
+        raise SpecError(e.field, e.value, e.message) from e
+    cache, _ = _cache_plan(spec, target, facts, plan, inputs, layout)
+    if layout.mode != "shared":
+        return layout, cache, None
+    claim = resources.dns_label(f"{spec.name}-cache")
+    fetch = _fetch(spec, target, claim, image, hf_token, inputs)
+    _place_cache(
+        spec,
+        target,
+        SHARED_CACHE,
+        "shared-cache",
+        claim,
+        image,
+        hf_token,
+        cache,
+        layout,
+        fetch,
+        out,
+    )
+    return layout, cache, SharedCache(claim, fetch)
+
+
+def _shared_cache_status(
+    spec: LLMSpec,
+    target: Target,
+    layout: storage.Layout,
+    cache: storage.CachePlan,
+    shared: SharedCache,
+    out: Outcome,
+) -> None:
+    """status.plan.cache and the ModelCache condition of a shared cache."""
+    claim = f"PersistentVolumeClaim {target.namespace}/{shared.claim}"
+    job = f"Job {target.namespace}/{shared.fetch.job}"
+    if shared.fetch.failed:
+        condition = Condition(
+            "ModelCache",
+            "False",
+            "DownloadFailed",
+            f"{job} could not download {spec.model}: {shared.fetch.failed}. Fix the cause (a "
+            f"gated model needs {P}.hfTokenSecretRef) and delete the Job to run it again",
+        )
+    elif shared.fetch.done:
+        condition = Condition(
+            "ModelCache", "True", "Cached", f"{spec.model} is in {claim}, which every pod reads"
+        )
+    else:
+        condition = Condition(
+            "ModelCache",
+            "False",
+            "Downloading",
+            f"{job} is downloading {spec.model} into {claim} ({layout.class_name}, "
+            f"{storage.quantity(cache.size_gib)}), deadline {cache.download_deadline_s} s; "
+            "the pods start once it has",
+        )
+    out.conditions.append(condition)
+    out.status_extra["cache"] = {
+        "claim": shared.claim,
+        "size": storage.quantity(cache.size_gib),
+        **({"storageClass": layout.class_name} if layout.class_name else {}),
+        **layout.status(cache.size_gib),
+        "downloadJob": shared.fetch.job,
+        "downloadDeadlineSeconds": cache.download_deadline_s,
+        "loadMiBps": cache.load_rate_mib_s,
+        "startSeconds": cache.start_s,
     }
 
 
@@ -1434,48 +1614,20 @@ def _build(
         replicas=0 if not fetch.done else (None if count.autoscaled else count.low),
         runtime_class=target.runtime_class,
     )
-    _place(
+    _place_cache(
         spec,
         target,
         CACHE,
-        resources.model_cache_claim(
-            name=name,
-            namespace=target.namespace,
-            model=spec.model,
-            size=storage.quantity(cache.size_gib),
-            class_name=class_name,
-            access_mode=layout.access_mode,
-        ),
+        "model-cache",
+        name,
+        image,
+        secrets.hf_token,
+        cache,
+        layout,
+        fetch,
         out,
-        suffix="model-cache",
-    )
-    _place(
-        spec,
-        target,
-        fetch.key.removesuffix(target.suffix),
-        resources.model_fetch_job(
-            name=name,
-            job_name=fetch.job,
-            namespace=target.namespace,
-            model=spec.model,
-            image=image,
-            hf_token=secrets.hf_token,
-            node_selector=target.node_selector,
-            tolerations=target.tolerations or None,
-            deadline_seconds=cache.download_deadline_s,
-            requests={
-                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
-                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
-            },
-            memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
-            revision=spec.engine.revision,
-            # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
-            colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
-        ),
-        out,
-        suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
-        readiness_cel=resources.JOB_DONE_CEL,
-        watch=True,
+        # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
+        colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
     )
     if holding:
         kept = resources.desired_from_observed(observed_runtime)
@@ -1719,50 +1871,67 @@ def _build_multinode(
     name = resources.dns_label(spec.name)
     service = resources.dns_label(f"{spec.name}-leader")
     secrets = _secrets(spec, facts, target, name, inputs, out)
-    cache, _ = _cache_plan(spec, target, facts, plan, inputs)
-    class_name = spec.storage.class_name or target.storage_class
+    remote = target.provider_config is not None
+    layout, cache, shared = _many_pods_cache(
+        spec, target, plan.nodes * count.high, facts, plan, image, secrets.hf_token, inputs, out
+    )
+    class_name = layout.class_name
     # The group's name: short (its pods' StatefulSets add suffixes and hash labels), never
     # the claim's (the operator's Service of a one-node runtime has that one), and new when
     # the model cache changes (a StatefulSet's volumeClaimTemplates cannot), so Crossplane
     # replaces the group instead of retrying an update the API server refuses.
     cache_size = storage.quantity(cache.size_gib)
-    digest = hashlib.sha256(f"{cache_size}/{class_name}".encode()).hexdigest()[:6]
+    layout_key = f"{cache_size}/{class_name}" + ("/shared" if shared else "")
+    digest = hashlib.sha256(layout_key.encode()).hexdigest()[:6]
     group = f"{resources.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
+    key = f"{LWS}-{digest}"
     max_len = _max_model_len(spec, plan, out)
     args = _serve_args(
         spec, facts, plan, max_len, _engine_args(spec, facts, plan, out, api_key_arg=False)
     )
-    _place(
-        spec,
-        target,
-        f"{LWS}-{digest}",
-        resources.leader_worker_set(
-            name=group,
-            labels_of=name,
-            namespace=target.namespace,
-            model=spec.model,
-            image=image,
-            nodes=plan.nodes,
-            args=args,
-            env=_pod_env(spec, plan),
-            secret_env=_pod_secret_env(spec, secrets),
-            gpus_per_node=plan.tensor_parallel_size,
-            cpu=plan.cpu,
-            memory=plan.memory,
-            shm_size=plan.shm_size,
-            cache_size=cache_size,
-            cache_class=class_name,
-            node_selector=target.node_selector,
-            tolerations=target.tolerations or None,
-            runtime_class=target.runtime_class,
-            replicas=None if count.autoscaled else count.low,
-            **_pod_cache_fill(spec, cache),
-        ),
-        out,
-        suffix=f"lws-{digest}",
-        readiness_cel=resources.LWS_READY_CEL,
-        watch=True,
-    )
+    observed = inputs.observed.get(key + target.suffix)
+    holding = shared is not None and shared.holding(observed, remote)
+    ready = shared is None or shared.fetch.done
+    if holding:
+        # The group serving now stays as it is while the new revision downloads.
+        kept = resources.desired_from_observed(observed)
+        out.resources[key + target.suffix] = (
+            _without_replicas(kept, remote) if count.autoscaled else kept
+        )
+    else:
+        _place(
+            spec,
+            target,
+            key,
+            resources.leader_worker_set(
+                name=group,
+                labels_of=name,
+                namespace=target.namespace,
+                model=spec.model,
+                image=image,
+                nodes=plan.nodes,
+                args=args,
+                env=_pod_env(spec, plan),
+                secret_env=_pod_secret_env(spec, secrets),
+                gpus_per_node=plan.tensor_parallel_size,
+                cpu=plan.cpu,
+                memory=plan.memory,
+                shm_size=plan.shm_size,
+                cache_size=cache_size,
+                cache_class=class_name,
+                node_selector=target.node_selector,
+                tolerations=target.tolerations or None,
+                runtime_class=target.runtime_class,
+                # On a shared cache, no group before the weights are in it.
+                replicas=(None if count.autoscaled else count.low) if ready else 0,
+                shared_claim=shared.claim if shared else None,
+                **_pod_cache_fill(spec, cache),
+            ),
+            out,
+            suffix=f"lws-{digest}",
+            readiness_cel=resources.LWS_READY_CEL,
+            watch=True,
+        )
     _place(
         spec,
         target,
@@ -1773,33 +1942,33 @@ def _build_multinode(
         out,
         suffix="leader-service",
     )
-    if count.autoscaled:
+    if count.autoscaled and (ready or holding):
         lws_target = {"apiVersion": resources.LWS_API, "kind": "LeaderWorkerSet", "name": group}
         _scaler(spec, target, name, count, lws_target, out, service=service)
     _ingress(spec, target, name, out, service=service)
     _cluster_usage(spec, target, inputs, out)
     _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
-    out.status_extra["cache"] = _per_pod_cache_status(
-        [("replica", storage.per_pod_layout(plan.nodes * count.high, class_name), cache)],
-        class_name,
-    )
-    out.conditions.append(
-        Condition(
-            "ModelCache",
-            "True",
-            "PerPod",
-            f"each of the {plan.nodes} pods of a replica downloads {spec.model} into its own "
-            f"claim ({cache_size}) before vLLM starts on it",
+    if shared is not None:
+        _shared_cache_status(spec, target, layout, cache, shared, out)
+    else:
+        out.status_extra["cache"] = _per_pod_cache_status([("replica", layout, cache)], class_name)
+        out.conditions.append(
+            Condition(
+                "ModelCache",
+                "True",
+                "PerPod",
+                f"each of the {plan.nodes} pods of a replica downloads {spec.model} into its "
+                f"own claim ({cache_size}) before vLLM starts on it",
+            )
         )
-    )
     return Engine(
         name=group,
-        key=f"{LWS}-{digest}",
+        key=key,
         command=["vllm", "serve", *args],
         image=image,
         max_model_len=max_len,
-        current=True,
+        current=ready or holding,
         simulated=False,
         service=service,
     )
@@ -2785,16 +2954,38 @@ def _build_llmd(
         )
         main = (sim, SIMULATOR, ["llm-d-inference-sim", *args])
         roles = []
+    remote = target.provider_config is not None
+    shared: SharedCache | None = None
+    held = False
+    if roles:
+        # Every role reads the same weights: one shared claim for all of them, or one each.
+        pods = sum(r.replicas if r.replicas is not None else count.high for r in roles)
+        layout, _, shared = _many_pods_cache(
+            spec, target, pods, facts, roles[0].plan, image, secrets.hf_token, inputs, out
+        )
+        class_name = layout.class_name
+    ready = shared is None or shared.fetch.done
     for r in roles:
-        cache, _ = _cache_plan(spec, target, facts, r.plan, inputs)
+        cache, _ = _cache_plan(spec, target, facts, r.plan, inputs, layout)
         cache_size = storage.quantity(cache.size_gib)
-        group = llmd.group_name(name, r.role, cache_size, class_name)
+        group = llmd.group_name(name, r.role, cache_size, class_name, shared=shared is not None)
         key = f"{LLMD_ENGINE}-{r.role}-{group.rsplit('-', 1)[-1]}"
         extra = _engine_args(spec, facts, r.plan, out, api_key_arg=False)
         if disaggregated:
             extra = ["--kv-transfer-config", llmd.kv_transfer_config(r.role), *extra]
         port = llmd.DECODE_VLLM_PORT if r.role == "decode" else resources.ENGINE_PORT
         args = _serve_args(spec, facts, r.plan, max_len, extra, port=port)
+        if r.role in ("aggregated", "decode"):
+            main = (group, key, ["vllm", "serve", *args])
+        observed = inputs.observed.get(key + target.suffix)
+        if shared is not None and shared.holding(observed, remote):
+            # Pods serving now stay as they are while a new revision downloads.
+            kept = resources.desired_from_observed(observed)
+            out.resources[key + target.suffix] = (
+                _without_replicas(kept, remote) if r.replicas is None else kept
+            )
+            held = True
+            continue
         _place(
             spec,
             target,
@@ -2807,7 +2998,9 @@ def _build_llmd(
                 service=engines,
                 pool=name,
                 service_account=router if r.role == "decode" else None,
-                replicas=r.replicas,
+                # On a shared cache, no pod before the weights are in it.
+                replicas=r.replicas if ready else 0,
+                shared_claim=shared.claim if shared else None,
                 args=args,
                 env=_pod_env(spec, r.plan),
                 secret_env=secret_env,
@@ -2832,11 +3025,13 @@ def _build_llmd(
         budgets.append(f"{r.replicas or 'KEDA'} x {r.role} ({cache_size} each)")
         pods = r.replicas if r.replicas is not None else count.high
         caches.append((r.role, storage.per_pod_layout(pods, class_name), cache))
-        if r.role in ("aggregated", "decode"):
-            main = (group, key, ["vllm", "serve", *args])
     assert main is not None
-    if caches:
-        out.status_extra["cache"] = _per_pod_cache_status(caches, class_name)
+    if shared is not None:
+        plan_ = _cache_plan(spec, target, facts, roles[0].plan, inputs, layout)[0]
+        _shared_cache_status(spec, target, layout, plan_, shared, out)
+    elif caches:
+        note = "" if target.shared_storage else " (the cluster publishes no shared class)"
+        out.status_extra["cache"] = _per_pod_cache_status(caches, class_name, note)
     _place(
         spec,
         target,
@@ -2909,25 +3104,26 @@ def _build_llmd(
         readiness_cel=llmd.ROUTE_READY_CEL,
     )
     group, key, command = main
-    if count.autoscaled:
+    if count.autoscaled and (ready or held):
         kind = "Deployment" if simulate else "StatefulSet"
         scaled = {"apiVersion": "apps/v1", "kind": kind, "name": group}
         _scaler(spec, target, name, count, scaled, out, service=engines)
     _cluster_usage(spec, target, inputs, out)
     _keda_usage(spec, target, count, inputs, out)
     _no_takeover(spec, target, inputs, out)
-    out.conditions.append(
-        Condition(
-            "ModelCache",
-            "True",
-            "Simulated" if simulate else "PerPod",
-            f"{P}.engine.simulate: llm-d's inference simulator answers for {spec.model}; "
-            "nothing is downloaded"
-            if simulate
-            else f"each vLLM pod downloads {spec.model} into its own claim before vLLM starts "
-            f"({', '.join(budgets)})",
+    if shared is None:
+        out.conditions.append(
+            Condition(
+                "ModelCache",
+                "True",
+                "Simulated" if simulate else "PerPod",
+                f"{P}.engine.simulate: llm-d's inference simulator answers for {spec.model}; "
+                "nothing is downloaded"
+                if simulate
+                else f"each vLLM pod downloads {spec.model} into its own claim before vLLM starts "
+                f"({', '.join(budgets)})",
+            )
         )
-    )
     gw_ns, gw_name = target.llmd_gateway
     out.status_extra["backend"] = "llmd"
     out.llmd = {

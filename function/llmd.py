@@ -33,16 +33,16 @@ import yaml
 from function import datafile
 from function.resources import (
     CACHE_MOUNT,
-    CACHE_RETENTION,
     ENGINE_PORT,
     MODEL_ANNOTATION,
     PART_OF,
     engine_env_vars,
     engine_probes,
     gpu_pod,
-    model_cache_claim_template,
     model_fetch_container,
+    per_pod_caches,
     secret_env_vars,
+    with_shared_cache,
 )
 
 DATA_PATH = Path(__file__).with_name("llmd.yaml")
@@ -164,14 +164,17 @@ def role_labels(name: str, role: str) -> dict[str, str]:
 AGGREGATED_ROLE = "prefill-decode"
 
 
-def group_name(name: str, role: str, cache_size: str, cache_class: str | None) -> str:
+def group_name(
+    name: str, role: str, cache_size: str, cache_class: str | None, shared: bool = False
+) -> str:
     """A StatefulSet's name: short enough for its pods' and revisions' labels (63 characters
     with `-<ordinal>` and `-<10-character hash>`), and new when its model cache changes (a
-    StatefulSet's volumeClaimTemplates cannot), so Crossplane replaces it instead of retrying
-    an update the API server refuses."""
+    StatefulSet's volumeClaimTemplates cannot; `shared`: the pods mount one shared claim
+    instead), so Crossplane replaces it instead of retrying an update the API server refuses."""
     # The whole name is in the digest: two claims whose names share their first 36
     # characters get two StatefulSets.
-    digest = hashlib.sha256(f"{name}/{cache_size}/{cache_class}".encode()).hexdigest()[:6]
+    what = f"{name}/{cache_size}/{cache_class}" + ("/shared" if shared else "")
+    digest = hashlib.sha256(what.encode()).hexdigest()[:6]
     short = {"aggregated": "vllm", "prefill": "prefill", "decode": "decode"}[role]
     return f"{name[:36].rstrip('-')}-{short}-{digest}"
 
@@ -580,12 +583,15 @@ def engine_statefulset(
     runtime_class: str | None,
     rdma_resource: str | None,
     startup_budget_s: int,
+    shared_claim: str | None = None,
 ) -> dict[str, Any]:
     """A StatefulSet of one role's vLLM pods. Each pod has a model cache of its own
-    (volumeClaimTemplates, deleted with the pod's ordinal), filled by an init container that
-    downloads the model (resumable, function/model_fetch.py) before vLLM starts: pods of a
-    role spread over nodes, which one ReadWriteOnce claim could not follow. A decode pod runs
-    llm-d's routing sidecar (a native sidecar) on the pool's port, vLLM behind it."""
+    (volumeClaimTemplates, deleted with the pod's ordinal), or all mount `shared_claim`
+    (ReadWriteMany, filled by a Job before they start): pods of a role spread over nodes,
+    which one ReadWriteOnce claim could not follow. An init container downloads the model
+    (resumable, function/model_fetch.py; on a filled cache it only checks) before vLLM starts.
+    A decode pod runs llm-d's routing sidecar (a native sidecar) on the pool's port, vLLM
+    behind it."""
     decode = role == "decode"
     vllm_port = DECODE_VLLM_PORT if decode else ENGINE_PORT
     secrets = secret_env_vars(secret_env)
@@ -702,9 +708,8 @@ def engine_statefulset(
             "selector": {"matchLabels": dict(pod_labels)},
             "template": {
                 "metadata": {"labels": dict(pod_labels), "annotations": {MODEL_ANNOTATION: model}},
-                "spec": pod,
+                "spec": with_shared_cache(pod, shared_claim),
             },
-            "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
-            "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
+            **per_pod_caches(cache_size, cache_class, shared_claim),
         },
     }

@@ -830,6 +830,29 @@ def model_cache_claim_template(cache_size: str, cache_class: str | None) -> dict
     return {"metadata": {"name": "model-cache"}, "spec": _cache_claim_spec(cache_size, cache_class)}
 
 
+def per_pod_caches(
+    cache_size: str, cache_class: str | None, shared_claim: str | None
+) -> dict[str, Any]:
+    """A StatefulSet's or LeaderWorkerSet's own caches: a claim per pod (a cache as large as
+    the model: gone with the pod, not left behind), none when they share `shared_claim`."""
+    if shared_claim:
+        return {}
+    return {
+        "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
+        "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
+    }
+
+
+def with_shared_cache(pod: dict[str, Any], shared_claim: str | None) -> dict[str, Any]:
+    """A pod spec whose `model-cache` volume is the shared claim (else its own template's)."""
+    if shared_claim:
+        pod["volumes"] = [
+            *pod["volumes"],
+            {"name": "model-cache", "persistentVolumeClaim": {"claimName": shared_claim}},
+        ]
+    return pod
+
+
 # Probes of a vLLM container whose weights are cached before it starts: its startup probe
 # allows `startup_budget_s` for loading them, at the operator's period (20 s).
 STARTUP_PROBE_PERIOD_S = 20
@@ -950,10 +973,12 @@ def leader_worker_set(
     runtime_class: str | None,
     replicas: int | None,
     startup_budget_s: int,
+    shared_claim: str | None = None,
 ) -> dict[str, Any]:
     """A LeaderWorkerSet of groups of `nodes` pods, one replica each: every pod has the
-    model cache of its own (volumeClaimTemplates), filled by an init container that
-    downloads the model (resumable, function/model_fetch.py) before vLLM starts on it."""
+    model cache of its own (volumeClaimTemplates), or all mount `shared_claim` (ReadWriteMany,
+    filled by a Job before they start); an init container downloads the model (resumable,
+    function/model_fetch.py: on a filled cache it only checks) before vLLM starts on it."""
     secrets = secret_env_vars(secret_env)
     engine_env = [
         # The address the other nodes reach this pod's vLLM at (its own guess is the
@@ -995,16 +1020,14 @@ def leader_worker_set(
             "size": nodes,
             # A pod lost restarts the group: vLLM cannot rejoin a running one.
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
-            # A cache as large as the model per pod: gone with the group, not left behind.
-            "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
+            **per_pod_caches(cache_size, cache_class, shared_claim),
             "leaderTemplate": {
                 "metadata": {"labels": leader_labels, "annotations": {MODEL_ANNOTATION: model}},
-                "spec": _lws_pod(role="leader", **common),
+                "spec": with_shared_cache(_lws_pod(role="leader", **common), shared_claim),
             },
             "workerTemplate": {
                 "metadata": {"labels": worker_labels, "annotations": {MODEL_ANNOTATION: model}},
-                "spec": _lws_pod(role="worker", **common),
+                "spec": with_shared_cache(_lws_pod(role="worker", **common), shared_claim),
             },
         },
     }

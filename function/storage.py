@@ -17,6 +17,7 @@ probe (fixed by the production-stack controller) only has to cover loading.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -345,6 +346,54 @@ def per_pod_layout(pods: int, class_name: str | None) -> Layout:
         class_name,
         pods,
         pods,
-        f"each of the {pods} pod(s) has a ReadWriteOnce cache of its own and downloads the "
-        "weights into it",
+        f"each of the {pods} pod{'s' if pods != 1 else ''} has a ReadWriteOnce cache of its "
+        "own and downloads the weights into it",
+    )
+
+
+def many_pods_layout(
+    *,
+    pods: int,
+    shared: SharedClass | None,
+    block_class: str | None,
+    asked_class: str | None,
+    asked_mode: str | None,
+    field: str,
+    where: str,
+) -> Layout:
+    """The layout of pods that could each have a cache of their own (a multi-node replica's,
+    llm-d's): one ReadWriteMany claim, downloaded once and kept when the pods are recreated,
+    where the cluster (or `storage.accessMode`) offers one and more than one pod reads it;
+    else a cache per pod."""
+    if asked_mode == READ_WRITE_MANY:
+        name = asked_class or (shared.name if shared else None)
+        if name is None:
+            raise StorageError(
+                f"{field}.accessMode",
+                READ_WRITE_MANY,
+                f"{field}.accessMode: ReadWriteMany needs a class that provides it, and {where} "
+                f"publishes none (status.storage.shared): name one in {field}.className",
+            )
+        return _shared(pods, name, shared if shared and shared.name == name else None)
+    usable = shared is not None and asked_mode is None and asked_class in (None, shared.name)
+    if usable and pods > 1:
+        assert shared is not None
+        return _shared(pods, shared.name, shared)
+    layout = per_pod_layout(pods, asked_class or block_class)
+    if shared is None and pods > 1:
+        why = f"{layout.reason}: {where} publishes no shared (ReadWriteMany) class"
+        layout = dataclasses.replace(layout, reason=why)
+    return layout
+
+
+def _shared(pods: int, name: str, shared: SharedClass | None) -> Layout:
+    return Layout(
+        "shared",
+        READ_WRITE_MANY,
+        name,
+        1,
+        1,
+        f"{pods} pods on any nodes read one ReadWriteMany claim ({name}), downloaded once by a "
+        "Job before they start and kept when they are recreated",
+        shared,
     )

@@ -11,7 +11,15 @@ from typing import Any
 
 import hub_server
 import pytest
-from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, parse_yaml, simulator_image
+from conftest import (
+    EXAMPLES,
+    engine_image,
+    llmd_images,
+    load_yaml,
+    parse_yaml,
+    ready_object,
+    simulator_image,
+)
 
 from dot_inference.apiserver import validate_objects
 from function import engine_args, llmd, sizing, vllm_cli
@@ -1004,3 +1012,39 @@ def test_a_model_no_node_holds_is_pointed_at_the_production_stack() -> None:
     out = run(claim("Qwen/Qwen3-235B-A22B", "qwen3", gpu=8), cluster(gpu__perNode=4))
     assert out.fatal and "(llm-d serves a replica from one pod)" in out.fatal, out.fatal
     assert "apps.lws spans" not in out.fatal
+
+
+def test_on_a_shared_class_every_role_reads_one_claim_downloaded_once() -> None:
+    """Issue 24: each llm-d pod downloaded the model into a claim of its own. With a
+    ReadWriteMany class on the cluster, prefill and decode pods share one claim, filled once
+    by a Job before any of them starts."""
+    state = cluster(storage__shared={"className": "cephfs", "readMiBps": 800})
+    xr = claim(disaggregation={"prefill": {"replicas": 2, "gpu": 1}, "decode": {"gpu": 2}})
+    first = run(xr, state)
+    assert first.fatal is None, first.fatal
+    valid(first)
+    pvcs = of_kind(first, "PersistentVolumeClaim")
+    assert [(p["metadata"]["name"], p["spec"]["accessModes"]) for p in pvcs] == [
+        ("qwen-cache", ["ReadWriteMany"])
+    ]
+    assert pvcs[0]["spec"]["storageClassName"] == "cephfs"
+    for role in ("prefill", "decode"):
+        sts = engine(first, role)
+        assert sts["spec"]["replicas"] == 0, f"{role}: no pod before the weights are cached"
+        assert "volumeClaimTemplates" not in sts["spec"]
+        volumes = sts["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "qwen-cache"}} in (
+            volumes
+        )
+    cache = first.status["plan"]["cache"]
+    assert (cache["layout"], cache["claims"], cache["downloads"], cache["loadMiBps"]) == (
+        "shared",
+        1,
+        1,
+        800,
+    )
+    (job,) = of_kind(first, "Job")
+    key = next(k for k in first.resources if k.startswith("model-fetch"))
+    done = run(xr, state, observed={key: ready_object({**job, "status": {"succeeded": 1}})})
+    assert engine(done, "prefill")["spec"]["replicas"] == 2
+    assert engine(done, "decode")["spec"]["replicas"] == 1

@@ -499,12 +499,18 @@ def test_a_shared_class_with_a_smallest_volume_raises_the_cache_to_it() -> None:
     assert (cache["size"], cache["storageClass"], cache["disk"]) == ("1Ti", "zonal", "1Ti")
 
 
-def test_multi_node_and_llmd_pods_say_what_their_own_caches_cost() -> None:
-    state = load_yaml(EXAMPLES / "state" / "llm-kimi-k2-multinode.yaml")
-    xr = load_yaml(EXAMPLES / "llm-kimi-k2-multinode.yaml")[0]
-    out = render.render_in_package(PKG, xr, required=state)
-    assert out.fatal is None, out.fatal
-    cache = out.xr["status"]["plan"]["cache"]
-    assert cache["layout"] == "perPod" and cache["claims"] == cache["downloads"] == 2
-    size = int(cache["size"].removesuffix("Gi"))
-    assert cache["disk"] == f"{2 * size}Gi"
+def test_multi_node_and_llmd_pods_say_what_their_caches_cost() -> None:
+    """The Kimi-K2 pair (GKE, Filestore): one shared claim for the group, downloaded once.
+    The llm-d cluster (existing, no shared class): a claim and a download per pod."""
+    for example, layout, claims in (
+        ("llm-kimi-k2-multinode.yaml", "shared", 1),
+        ("llm-disaggregated.yaml", "perPod", 3),
+    ):
+        state = load_yaml(EXAMPLES / "state" / example)
+        xr = load_yaml(EXAMPLES / example)[0]
+        out = render.render_in_package(PKG, xr, required=state)
+        assert out.fatal is None, out.fatal
+        cache = out.xr["status"]["plan"]["cache"]
+        assert (cache["layout"], cache["claims"], cache["downloads"]) == (layout, claims, claims)
+        if layout == "perPod":
+            assert "publishes no shared" in cache["reason"]

@@ -23,8 +23,14 @@ H200 = GpuShape(GPU_TYPES["h200"].memory_gib, 8, "h200", False)
 H100 = GpuShape(GPU_TYPES["h100"].memory_gib, 8, "h100", False)
 
 
-def cluster(*, lws: bool = True, max_nodes: int = 2, keda: bool = False) -> dict[str, Any]:
+def cluster(
+    *, lws: bool = True, max_nodes: int = 2, keda: bool = False, shared: bool = False
+) -> dict[str, Any]:
+    """The H200 pair of examples/cluster-multinode.yaml; its shared (Filestore) class only
+    when `shared`: a pod's own cache is what most tests here look at."""
     c = copy.deepcopy(PAIR)
+    if not shared:
+        c["status"]["storage"].pop("shared", None)
     c["status"]["apps"]["lws"] = lws
     c["status"]["apps"]["keda"] = keda
     c["status"]["gpu"]["maxNodes"] = max_nodes
@@ -274,3 +280,65 @@ def test_a_replica_spans_at_most_the_limit_of_nodes() -> None:
     l4 = GpuShape(GPU_TYPES["l4"].memory_gib, 1, "l4", False)
     with pytest.raises(sizing.SizingError, match="more than the 8 nodes one replica may span"):
         sizing.plan(llama, None, l4, None, big.span)
+
+
+def test_on_a_shared_class_the_group_reads_one_claim_downloaded_once() -> None:
+    """Issue 24: every pod of a 2-node group downloaded the full model into its own claim,
+    and again when the group was recreated. On a cluster with a ReadWriteMany class the
+    group's pods share one claim, filled once by a Job before the group starts, and kept."""
+    state = cluster(shared=True)
+    xr = claim()
+    first = run(xr, state)
+    assert first.fatal is None, first.fatal
+    lws = manifest(first, LWS)
+    assert lws["spec"]["replicas"] == 0, "no group before the weights are in the cache"
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert "volumeClaimTemplates" not in group
+    for role in ("leaderTemplate", "workerTemplate"):
+        volumes = group[role]["spec"]["volumes"]
+        assert {
+            "name": "model-cache",
+            "persistentVolumeClaim": {"claimName": "k2-cache"},
+        } in volumes
+    pvc = manifest(first, "shared-model-cache")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pvc["spec"]["storageClassName"] == state["status"]["storage"]["shared"]["className"]
+    job = manifest(first, "model-fetch")
+    assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {
+        "claimName": "k2-cache"
+    }
+    cache = first.status["plan"]["cache"]
+    assert (cache["layout"], cache["claims"], cache["downloads"]) == ("shared", 1, 1)
+    assert cache["size"] == cache["disk"]
+    condition = next(c for c in first.conditions if c.type == "ModelCache")
+    assert (condition.status, condition.reason) == ("False", "Downloading")
+    assert validate_objects(list(first.resources.values())).ok
+    fetch_key = next(k for k in first.resources if k.startswith("model-fetch"))
+    done = run(
+        xr,
+        state,
+        {fetch_key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}}},
+    )
+    assert manifest(done, LWS)["spec"]["replicas"] == 1
+    assert next(c for c in done.conditions if c.type == "ModelCache").reason == "Cached"
+    # A new revision downloads beside the group serving now, which stays as it is.
+    lws_key = next(k for k in done.resources if k.startswith(LWS))
+    serving = copy.deepcopy(done.resources[lws_key])
+    serving["status"] = {"atProvider": {"manifest": serving["spec"]["forProvider"]["manifest"]}}
+    newer = claim(engine={"revision": "0123456789abcdef0123456789abcdef01234567"})
+    moving = run(newer, state, {lws_key: serving})
+    kept = moving.resources[lws_key]["spec"]["forProvider"]["manifest"]
+    assert kept["spec"]["replicas"] == 1
+    assert (
+        "--revision"
+        not in kept["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0][
+            "args"
+        ]
+    ), "the running group keeps its revision until the new one is cached"
+
+
+def test_without_a_shared_class_each_pod_has_its_own_cache_and_says_the_cost() -> None:
+    out = run(claim())
+    cache = out.status["plan"]["cache"]
+    assert (cache["layout"], cache["claims"], cache["downloads"]) == ("perPod", 2, 2)
+    assert "publishes no shared (ReadWriteMany) class" in cache["reason"]
