@@ -66,12 +66,15 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EC2, "Route"): 1,
             (M_AWS_EC2, "MainRouteTableAssociation"): 1,
             (M_AWS_EC2, "RouteTableAssociation"): 3,
-            (M_AWS_IAM, "Role"): 2,
+            # + the cluster autoscaler's role, its policy and its Pod Identity association
+            (M_AWS_IAM, "Role"): 3,
+            (M_AWS_IAM, "RolePolicy"): 1,
+            (M_AWS_EKS, "PodIdentityAssociation"): 1,
             (M_AWS_IAM, "RolePolicyAttachment"): 6,
             (M_AWS_EKS, "Cluster"): 1,
             (M_AWS_EKS, "ClusterAuth"): 1,
             (M_AWS_EKS, "NodeGroup"): 2,
-            (M_AWS_EKS, "Addon"): 2,  # the EBS and EFS CSI drivers
+            (M_AWS_EKS, "Addon"): 3,  # the EBS and EFS CSI drivers, the Pod Identity agent
             # The shared model cache: EFS, a mount target per subnet, NFS from the VPC.
             (M_AWS_EC2, "SecurityGroup"): 1,
             (M_AWS_EC2, "SecurityGroupIngressRule"): 1,
@@ -79,14 +82,16 @@ CASES: dict[str, dict[str, Any]] = {
             (M_AWS_EFS, "MountTarget"): 3,
             **APPS,
             **KEDA,
+            (HELM, "Release"): 5,  # + the cluster autoscaler
             # + the StorageClass (the shared one waits for the file system's id)
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 1,
             # one per app resource and model object + cluster and ClusterAuth, each by both
             # ProviderConfigs + one per reference between the cloud resources (IGW, route
             # table, MRTA x2, route x2, 3 subnets, 3 RTAs x2, 6 policy attachments, EKS x4,
             # ClusterAuth, 2 node groups x5, 2 add-ons, the security group and its rule,
-            # 3 mount targets x3)
-            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 49,
+            # 3 mount targets x3, the autoscaler's policy, add-on and association x2) + the
+            # autoscaler's release
+            (USAGE, "Usage"): 4 + OPERATOR_OBJECTS + MODEL_OBJECTS + 1 + 4 + 53 + 1,
         },
     },
     "azure": {
@@ -280,9 +285,17 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
     result = _render(package, xr)
     assert result.fatal is None, ANSI.sub("", result.fatal)
     app_kinds = {"Release", "Object"}
-    assert not [o for o in result.composed if o["kind"] in app_kinds]
+    # EKS's cluster autoscaler is the cluster's own, not an app (aws.k, apps.k).
+    autoscaler = f"{xr['metadata']['name']}-cluster-autoscaler"
     assert not [
-        o for o in result.composed if o["kind"] == "Usage" and o["spec"]["by"]["kind"] in app_kinds
+        o for o in result.composed if o["kind"] in app_kinds and o["metadata"]["name"] != autoscaler
+    ]
+    assert not [
+        o
+        for o in result.composed
+        if o["kind"] == "Usage"
+        and o["spec"]["by"]["kind"] in app_kinds
+        and o["spec"]["by"]["resourceRef"]["name"] != autoscaler
     ]
     assert result.xr["status"]["apps"] == {
         "nvidia": False,
@@ -340,22 +353,6 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
             {"provider": "local", "gpu": {"enabled": True}},
             "spec.parameters.gpu.type is required when provider is local",
             id="local-gpu-without-type",
-        ),
-        pytest.param(
-            {"provider": "aws", "gpu": {"enabled": True, "type": "l4", "minNodes": 0}},
-            "spec.parameters.gpu.minNodes 0 is not possible on aws: an EKS managed node group "
-            "does not scale up by itself",
-            id="eks-gpu-pool-at-zero",
-        ),
-        pytest.param(
-            {
-                "provider": "aws",
-                "gpu": {"enabled": True, "type": "l4", "minNodes": 1, "maxNodes": 3},
-            },
-            "spec.parameters.gpu.maxNodes (3) differs from gpu.minNodes (1) on aws: an EKS managed "
-            "node group stays at its minNodes and this Configuration installs no cluster "
-            "autoscaler",
-            id="eks-gpu-pool-that-would-never-grow",
         ),
         pytest.param(
             {
@@ -461,6 +458,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "lws": pin("lws"),
         "agentgateway": pin("agentgateway"),
         "traefik": pin("traefik"),
+        "clusterAutoscaler": pin("cluster_autoscaler"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [
         "crossplane-contrib-function-kcl",
@@ -493,10 +491,6 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         ({"provider": "aws", "nodes": {"count": 5}}, "nodes.count must be between"),
         ({"provider": "ibm"}, "provider"),
         ({"provider": "aws", "gpu": {"type": "v100"}}, "gpu.type"),
-        (
-            {"provider": "aws", "gpu": {"enabled": True, "minNodes": 0}},
-            "gpu.minNodes 0 is not possible on aws",
-        ),
         (
             {
                 "provider": "local",

@@ -245,6 +245,9 @@ def test_cloud_references_are_found_in_the_crds(cloud: str) -> None:
             ("FileSystem", "MountTarget"),
             ("Subnet", "MountTarget"),
             ("SecurityGroup", "MountTarget"),
+            ("Role", "RolePolicy"),
+            ("Cluster", "PodIdentityAssociation"),
+            ("Role", "PodIdentityAssociation"),
         },
         "cluster-google.yaml": {
             ("Network", "Subnetwork"),
