@@ -514,3 +514,55 @@ def test_multi_node_and_llmd_pods_say_what_their_caches_cost() -> None:
         assert (cache["layout"], cache["claims"], cache["downloads"]) == (layout, claims, claims)
         if layout == "perPod":
             assert "publishes no shared" in cache["reason"]
+
+
+# --- any claim, any pool ------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_counts = st.one_of(
+    st.fixed_dictionaries({"replicas": st.integers(1, 8)}),
+    st.fixed_dictionaries(
+        {"autoscaling": st.fixed_dictionaries({"maxReplicas": st.integers(1, 8)})}
+    ),
+)
+_storage = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries(
+        {"className": st.sampled_from(["gp3", "nfs", "cephfs"])},
+        optional={"accessMode": st.sampled_from(["ReadWriteOnce", "ReadWriteMany"])},
+    ),
+    st.fixed_dictionaries({"accessMode": st.sampled_from(["ReadWriteOnce", "ReadWriteMany"])}),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    per_node=st.sampled_from([1, 2, 4, 8]),
+    nodes=st.integers(1, 3),
+    shared=st.booleans(),
+    gpu=st.sampled_from([1, 2, 4, 8]),
+    count=_counts,
+    storage=_storage,
+)
+def test_no_claim_shares_a_read_write_once_cache_across_nodes(
+    per_node: int, nodes: int, shared: bool, gpu: int, count: dict, storage: dict
+) -> None:
+    """Whatever the claim and the pool: refused, or no ReadWriteOnce claim on two nodes and no
+    ReadWriteMany claim on a class that is not the cluster's shared one or the claim's own."""
+    cluster = _cluster(per_node, nodes, shared)
+    xr = _claim(**count, **({"storage": storage} if storage else {}))
+    xr["spec"]["parameters"]["gpu"] = gpu
+    first = _run(xr, cluster)
+    if first.fatal is not None:
+        assert "Traceback" not in first.fatal
+        return
+    done = _run(xr, cluster, _fetched(first))
+    assert done.fatal is None, done.fatal
+    rwx = {"nfs"} if shared else set()
+    if storage.get("accessMode") == "ReadWriteMany" and storage.get("className"):
+        rwx.add(storage["className"])  # the claim says its class provides it
+    objects = list(done.resources.values())
+    jobs = {o["metadata"]["name"] for o in unwrap(objects) if o["kind"] == "Job"}
+    assert attach_problems(objects, max_nodes=nodes, rwx_classes=rwx, finished=jobs) == []
