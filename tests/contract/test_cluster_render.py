@@ -489,6 +489,14 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
             "gpu.maxNodes must be at least gpu.minNodes",
         ),
         ({"provider": "aws", "nodes": {"count": 5}}, "nodes.count must be between"),
+        (
+            {"provider": "google", "projectId": "p-1", "storage": {"sharedClassName": "nfs"}},
+            "storage.sharedClassName applies only to providers existing and local",
+        ),
+        (
+            {"provider": "existing", "storage": {"sharedClassName": "Not_A_Class"}},
+            "sharedClassName",
+        ),
         ({"provider": "ibm"}, "provider"),
         ({"provider": "aws", "gpu": {"type": "v100"}}, "gpu.type"),
         (

@@ -98,6 +98,10 @@ ACCEPTED = [
         ),
     ),
     ("the production stack by name", xr(model="a/b", backend="productionStack")),
+    (
+        "a shared cache class of the claim's own",
+        xr(model="a/b", replicas=2, storage={"className": "nfs", "accessMode": "ReadWriteMany"}),
+    ),
 ]
 
 
@@ -118,6 +122,11 @@ REJECTED = [
         "spec.parameters.ingressHost",
     ),
     ("unknown field", xr(model="a/b", replica=2), "replica"),
+    (
+        "a cache access mode Kubernetes has but the cache cannot use",
+        xr(model="a/b", storage={"accessMode": "ReadOnlyMany"}),
+        "spec.parameters.storage.accessMode",
+    ),
     (
         "target namespace alone (CEL)",
         xr(model="a/b", targetNamespace="x"),
