@@ -1175,12 +1175,14 @@ def _cache_plan(
     plan: sizing.Plan,
     inputs: Inputs,
     layout: storage.Layout | None = None,
+    claim_key: str = CACHE,
 ) -> tuple[storage.CachePlan, int | None]:
-    """The cache plan and the size the claim has now (None before it exists); on a shared
-    layout, timed at the shared class's read rate and at least its smallest volume."""
+    """The cache plan and the size the claim (composed as `claim_key`) has now (None before
+    it exists); on a shared layout, timed at the shared class's read rate and at least its
+    smallest volume."""
     shared = layout.shared if layout is not None else None
     claim = _observed_manifest(
-        inputs.observed.get(CACHE + target.suffix), target.provider_config is not None
+        inputs.observed.get(claim_key + target.suffix), target.provider_config is not None
     )
     current = storage.parse_gib(dig(claim, "spec", "resources", "requests", "storage"))
     remote = target.provider_config is not None
@@ -1223,8 +1225,10 @@ def _cache_layout(
     else:
         where = "the target cluster" if remote else "the control-plane cluster"
     try:
+        # What the claim asks for, not what the budget leaves now: the layout must not change
+        # when other models come and go.
         return storage.one_claim_layout(
-            pods=count.high,
+            pods=count.asked_high,
             nodes=target.max_nodes if target.cluster else None,
             where=where,
             count_field=f"{P}.autoscaling.maxReplicas" if count.autoscaled else f"{P}.replicas",
@@ -1376,7 +1380,8 @@ def _many_pods_cache(
         )
     except storage.StorageError as e:
         raise SpecError(e.field, e.value, e.message) from e
-    cache, _ = _cache_plan(spec, target, facts, plan, inputs, layout)
+    key = SHARED_CACHE if layout.mode == "shared" else CACHE
+    cache, _ = _cache_plan(spec, target, facts, plan, inputs, layout, key)
     if layout.mode != "shared":
         return layout, cache, None
     claim = resources.dns_label(f"{spec.name}-cache")
@@ -1873,7 +1878,15 @@ def _build_multinode(
     secrets = _secrets(spec, facts, target, name, inputs, out)
     remote = target.provider_config is not None
     layout, cache, shared = _many_pods_cache(
-        spec, target, plan.nodes * count.high, facts, plan, image, secrets.hf_token, inputs, out
+        spec,
+        target,
+        plan.nodes * count.asked_high,
+        facts,
+        plan,
+        image,
+        secrets.hf_token,
+        inputs,
+        out,
     )
     class_name = layout.class_name
     # The group's name: short (its pods' StatefulSets add suffixes and hash labels), never
@@ -1881,7 +1894,8 @@ def _build_multinode(
     # the model cache changes (a StatefulSet's volumeClaimTemplates cannot), so Crossplane
     # replaces the group instead of retrying an update the API server refuses.
     cache_size = storage.quantity(cache.size_gib)
-    layout_key = f"{cache_size}/{class_name}" + ("/shared" if shared else "")
+    # Pods on a shared claim have no claim templates: its size is not theirs.
+    layout_key = f"shared/{class_name}" if shared else f"{cache_size}/{class_name}"
     digest = hashlib.sha256(layout_key.encode()).hexdigest()[:6]
     group = f"{resources.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
     key = f"{LWS}-{digest}"
@@ -2959,14 +2973,16 @@ def _build_llmd(
     held = False
     if roles:
         # Every role reads the same weights: one shared claim for all of them, or one each.
-        pods = sum(r.replicas if r.replicas is not None else count.high for r in roles)
+        pods = sum(r.replicas if r.replicas is not None else count.asked_high for r in roles)
         layout, _, shared = _many_pods_cache(
             spec, target, pods, facts, roles[0].plan, image, secrets.hf_token, inputs, out
         )
         class_name = layout.class_name
     ready = shared is None or shared.fetch.done
     for r in roles:
-        cache, _ = _cache_plan(spec, target, facts, r.plan, inputs, layout)
+        cache, _ = _cache_plan(
+            spec, target, facts, r.plan, inputs, layout, SHARED_CACHE if shared else CACHE
+        )
         cache_size = storage.quantity(cache.size_gib)
         group = llmd.group_name(name, r.role, cache_size, class_name, shared=shared is not None)
         key = f"{LLMD_ENGINE}-{r.role}-{group.rsplit('-', 1)[-1]}"
@@ -3027,7 +3043,7 @@ def _build_llmd(
         caches.append((r.role, storage.per_pod_layout(pods, class_name), cache))
     assert main is not None
     if shared is not None:
-        plan_ = _cache_plan(spec, target, facts, roles[0].plan, inputs, layout)[0]
+        plan_ = _cache_plan(spec, target, facts, roles[0].plan, inputs, layout, SHARED_CACHE)[0]
         _shared_cache_status(spec, target, layout, plan_, shared, out)
     elif caches:
         note = "" if target.shared_storage else " (the cluster publishes no shared class)"
@@ -3143,7 +3159,7 @@ def _build_llmd(
         command=command,
         image=image,
         max_model_len=max_len,
-        current=True,
+        current=ready or held,
         simulated=simulate,
     )
 

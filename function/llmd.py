@@ -173,7 +173,8 @@ def group_name(
     instead), so Crossplane replaces it instead of retrying an update the API server refuses."""
     # The whole name is in the digest: two claims whose names share their first 36
     # characters get two StatefulSets.
-    what = f"{name}/{cache_size}/{cache_class}" + ("/shared" if shared else "")
+    # Pods on a shared claim have no claim templates: its size is not theirs.
+    what = f"{name}/shared/{cache_class}" if shared else f"{name}/{cache_size}/{cache_class}"
     digest = hashlib.sha256(what.encode()).hexdigest()[:6]
     short = {"aggregated": "vllm", "prefill": "prefill", "decode": "decode"}[role]
     return f"{name[:36].rstrip('-')}-{short}-{digest}"

@@ -258,6 +258,14 @@ def one_claim_layout(
     A claim that exists keeps its access mode (Kubernetes never changes it)."""
     spread = pods if nodes is None else min(pods, nodes)
     shared_class = asked_class or (shared.name if shared else None)
+    if observed_mode == READ_WRITE_ONCE and asked_mode == READ_WRITE_MANY:
+        raise StorageError(
+            f"{field}.accessMode",
+            READ_WRITE_MANY,
+            f"{field}.accessMode: this model's cache claim exists as ReadWriteOnce, an access "
+            "mode Kubernetes never changes: remove accessMode, or delete this LLMInference and "
+            "create it again with it (its cache is then made ReadWriteMany and filled again)",
+        )
     if observed_mode == READ_WRITE_MANY or asked_mode == READ_WRITE_MANY:
         if shared_class is None:
             raise StorageError(
@@ -303,7 +311,7 @@ def one_claim_layout(
             "LLMInference and create it again with this count (its cache is then made "
             "ReadWriteMany and filled again)",
         )
-    if asked_mode == READ_WRITE_ONCE or (asked_class and asked_class != shared_class):
+    if asked_mode == READ_WRITE_ONCE or asked_class not in (None, shared.name if shared else None):
         what = f"{field}.accessMode: ReadWriteOnce" if asked_mode else f"{field}.className"
         instead = (
             f"omit {field}.className to use {where}'s shared class {shared.name}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, simulator_image
+from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, simulator_image
 
 from dot_inference.crossplane import documents, render
 from function.compose import CACHE, FETCH, RUNTIME, Inputs, Outcome, compose
@@ -566,3 +566,107 @@ def test_no_claim_shares_a_read_write_once_cache_across_nodes(
     objects = list(done.resources.values())
     jobs = {o["metadata"]["name"] for o in unwrap(objects) if o["kind"] == "Job"}
     assert attach_problems(objects, max_nodes=nodes, rwx_classes=rwx, finished=jobs) == []
+
+
+# --- what changes over time (review of issue 24) ------------------------------------------
+
+
+def _peer(name: str, gpus: int) -> dict[str, Any]:
+    """An older model on the cluster that holds `gpus` GPUs."""
+    xr = _claim(replicas=1)
+    xr["spec"]["parameters"]["model"] = "Qwen/Qwen2.5-0.5B-Instruct"
+    xr["metadata"] |= {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    xr["spec"]["parameters"]["gpu"] = gpus
+    xr["status"] = {"plan": {"gpus": gpus}, "replicas": {"max": 1}}
+    return xr
+
+
+def _run_with(xr: dict[str, Any], cluster: dict[str, Any], others: list[dict]) -> Outcome:
+    return compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            simulator_image=simulator_image(),
+            observed={},
+            required={"inference-cluster": [cluster], PEERS: [xr, *others]},
+        )
+    )
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["block only", "shared"])
+def test_the_layout_follows_the_claim_not_what_other_models_leave(shared: bool) -> None:
+    """The budget caps an autoscaling maximum to what other models leave; the cache layout
+    must not follow that cap, or a model would change layout (and fail on its existing claim)
+    when another model is deleted."""
+    cluster = _cluster(1, 2, shared)
+    xr = _claim(autoscaling={"minReplicas": 1, "maxReplicas": 2})
+    xr["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    alone = _run_with(xr, cluster, [])
+    crowded = _run_with(xr, cluster, [_peer("older", 1)])
+    assert (alone.fatal is None) == (crowded.fatal is None) == shared
+    if shared:
+        assert alone.status["plan"]["cache"]["layout"] == "shared"
+        assert crowded.status["plan"]["cache"]["layout"] == "shared"
+    else:
+        assert alone.fatal == crowded.fatal
+
+
+def _observed_claim(out: Outcome, key_prefix: str, **spec: Any) -> dict[str, Any]:
+    key = next(k for k in out.resources if k.startswith(key_prefix))
+    manifest = copy.deepcopy(out.resources[key]["spec"]["forProvider"]["manifest"])
+    manifest["spec"] |= spec
+    return {key: {"status": {"atProvider": {"manifest": manifest}}}}
+
+
+def test_a_claim_made_read_write_once_is_not_rewritten_read_write_many() -> None:
+    cluster = _cluster(4, 2, True)
+    first = _run(_claim(replicas=1), cluster)
+    observed = _observed_claim(first, CACHE)
+    out = _run(_claim(replicas=1, storage={"accessMode": "ReadWriteMany"}), cluster, observed)
+    assert out.fatal is not None
+    assert out.fatal.startswith("spec.parameters.storage.accessMode: this model's cache claim")
+
+
+def test_a_block_class_the_claim_names_is_not_replaced_by_the_shared_one() -> None:
+    out = _run(_claim(replicas=2, storage={"className": "gp3"}), _cluster(4, 2, True))
+    assert out.fatal is not None
+    assert out.fatal.startswith("spec.parameters.replicas: 2 engine pods may run")
+    assert "spec.parameters.storage.className asks for a ReadWriteOnce cache" in out.fatal
+    assert "omit spec.parameters.storage.className to use" in out.fatal
+
+
+def test_a_shared_claim_keeps_its_size_and_a_new_size_keeps_the_group() -> None:
+    state = load_yaml(EXAMPLES / "state" / "llm-kimi-k2-multinode.yaml")
+    cluster = next(d for d in state if d["kind"] == "InferenceCluster")
+    xr = load_yaml(EXAMPLES / "llm-kimi-k2-multinode.yaml")[0]
+    first = _run(xr, cluster)
+    assert first.fatal is None, first.fatal
+    group = next(k for k in first.resources if k.startswith("leader-worker-set"))
+    grown = _observed_claim(first, "shared-model-cache", resources={"requests": {"storage": "3Ti"}})
+    again = _run(xr, cluster, grown)
+    assert again.fatal is None, again.fatal
+    assert again.status["plan"]["cache"]["size"] == "3Ti", "a claim never shrinks"
+    bigger = copy.deepcopy(xr)
+    bigger["spec"]["parameters"]["storage"] = {"size": "4Ti"}
+    resized = _run(bigger, cluster, grown)
+    assert resized.fatal is None, resized.fatal
+    assert group in resized.resources, "the group's pods have no claim of their own to resize"
+
+
+def test_llmd_pods_waiting_for_a_shared_download_say_so() -> None:
+    state = load_yaml(EXAMPLES / "state" / "llm-llmd.yaml")
+    cluster = copy.deepcopy(next(d for d in state if d["kind"] == "InferenceCluster"))
+    cluster["status"]["storage"]["shared"] = {"className": "cephfs"}
+    xr = load_yaml(EXAMPLES / "llm-llmd.yaml")[0]
+    out = compose(
+        Inputs(
+            xr=xr,
+            engine_image=engine_image(),
+            simulator_image=simulator_image(),
+            required={"inference-cluster": [cluster], PEERS: [xr]},
+            **llmd_images(),
+        )
+    )
+    assert out.fatal is None, out.fatal
+    serving = next(c for c in out.conditions if c.type == "Serving")
+    assert (serving.status, serving.reason) == ("False", "Downloading")
