@@ -1212,6 +1212,15 @@ def _cache_plan(
     return cache, current
 
 
+def _where(spec: LLMSpec, target: Target) -> str:
+    """The cluster a model runs on, as messages name it."""
+    if target.cluster:
+        return f"InferenceCluster {spec.namespace}/{target.cluster}"
+    return (
+        "the target cluster" if target.provider_config is not None else "the control-plane cluster"
+    )
+
+
 def _cache_layout(
     spec: LLMSpec, target: Target, count: scaling.Replicas, inputs: Inputs
 ) -> storage.Layout:
@@ -1220,10 +1229,7 @@ def _cache_layout(
     claim = _observed_manifest(inputs.observed.get(CACHE + target.suffix), remote)
     modes = dig(claim, "spec", "accessModes")
     observed = modes[0] if isinstance(modes, list) and modes else None
-    if target.cluster:
-        where = f"InferenceCluster {spec.namespace}/{target.cluster}"
-    else:
-        where = "the target cluster" if remote else "the control-plane cluster"
+    where = _where(spec, target)
     try:
         # What the claim asks for, not what the budget leaves now: the layout must not change
         # when other models come and go.
@@ -1359,15 +1365,7 @@ def _many_pods_cache(
 ) -> tuple[storage.Layout, storage.CachePlan, SharedCache | None]:
     """The cache layout of `pods` pods that could each have their own (storage.py), its plan,
     and on a shared layout the claim and its download Job, placed."""
-    where = (
-        f"InferenceCluster {spec.namespace}/{target.cluster}"
-        if target.cluster
-        else (
-            "the target cluster"
-            if target.provider_config is not None
-            else "the control-plane cluster"
-        )
-    )
+    where = _where(spec, target)
     try:
         layout = storage.many_pods_layout(
             pods=pods,
@@ -1635,10 +1633,7 @@ def _build(
         colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
     )
     if holding:
-        kept = resources.desired_from_observed(observed_runtime)
-        out.resources[RUNTIME + target.suffix] = (
-            _without_replicas(kept, remote) if count.autoscaled else kept
-        )
+        _keep(target, RUNTIME, observed_runtime, count.autoscaled, out)
     else:
         _place(
             spec,
@@ -1686,6 +1681,14 @@ def _build(
         current=fetch.done,
         simulated=False,
     )
+
+
+def _keep(target: Target, key: str, observed: Any, autoscaled: bool, out: Outcome) -> None:
+    """Compose the observed engine under `key` as it is (its pods keep serving), without the
+    replica count when KEDA owns it."""
+    kept = resources.desired_from_observed(observed)
+    remote = target.provider_config is not None
+    out.resources[key + target.suffix] = _without_replicas(kept, remote) if autoscaled else kept
 
 
 def _without_replicas(obj: dict[str, Any], remote: bool) -> dict[str, Any]:
@@ -1908,10 +1911,7 @@ def _build_multinode(
     ready = shared is None or shared.fetch.done
     if holding:
         # The group serving now stays as it is while the new revision downloads.
-        kept = resources.desired_from_observed(observed)
-        out.resources[key + target.suffix] = (
-            _without_replicas(kept, remote) if count.autoscaled else kept
-        )
+        _keep(target, key, observed, count.autoscaled, out)
     else:
         _place(
             spec,
@@ -2996,10 +2996,7 @@ def _build_llmd(
         observed = inputs.observed.get(key + target.suffix)
         if shared is not None and shared.holding(observed, remote):
             # Pods serving now stay as they are while a new revision downloads.
-            kept = resources.desired_from_observed(observed)
-            out.resources[key + target.suffix] = (
-                _without_replicas(kept, remote) if r.replicas is None else kept
-            )
+            _keep(target, key, observed, r.replicas is None, out)
             held = True
             continue
         _place(
