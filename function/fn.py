@@ -9,11 +9,14 @@ crash.
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any
 
 import grpc
-from crossplane.function import logging, request, resource, response
+from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2 as structpb
 
 from function import hub
 from function.compose import Inputs, Outcome, compose, hub_query
@@ -25,22 +28,49 @@ _STATUS = {
 }
 
 
+def struct_to_dict(struct: structpb.Struct) -> dict[str, Any]:
+    """A protobuf Struct as plain data, exactly as the SDK's `resource.struct_to_dict`
+    (json_format.MessageToDict: numbers are floats, null is None, infinity and NaN refused)
+    reads it, a few times faster: the function reads every model of the namespace on every
+    call, and that conversion was most of a call's time (benchmarks/bench.py function-peers)."""
+    return {key: _plain(value) for key, value in struct.fields.items()}
+
+
+def _plain(value: structpb.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return struct_to_dict(value.struct_value)
+    if kind == "list_value":
+        return [_plain(v) for v in value.list_value.values]
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number = value.number_value
+        if math.isinf(number) or math.isnan(number):
+            raise ValueError(f"Fail to serialize {number} for Value.number_value")
+        return number
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
 def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
     """The plain data compose() needs, read from the request."""
-    xr = resource.struct_to_dict(req.observed.composite.resource)
-    observed = {
-        name: resource.struct_to_dict(r.resource) for name, r in req.observed.resources.items()
-    }
-    fn_input = resource.struct_to_dict(req.input) if req.HasField("input") else {}
+    xr = struct_to_dict(req.observed.composite.resource)
+    observed = {name: struct_to_dict(r.resource) for name, r in req.observed.resources.items()}
+    fn_input = struct_to_dict(req.input) if req.HasField("input") else {}
     image, simulator_image, llmd_image, picker, sidecar = (
         _image(fn_input, k)
         for k in ("engine", "simulator", "llmdEngine", "endpointPicker", "routingSidecar")
     )
-    required = {name: request.get_required_resources(req, name) for name in req.required_resources}
+    required = {
+        name: [struct_to_dict(i.resource) for i in req.required_resources[name].items]
+        for name in req.required_resources
+    }
     # Crossplane before v2 called them extra resources; honour both.
     for name in req.extra_resources:
         required.setdefault(
-            name, [resource.struct_to_dict(i.resource) for i in req.extra_resources[name].items]
+            name, [struct_to_dict(i.resource) for i in req.extra_resources[name].items]
         )
     return Inputs(
         xr=xr,
