@@ -23,7 +23,14 @@ HEADER = (
 )
 # Directories whose YAML files are all generated: a file there that kcl/main.k no longer
 # produces is stale.
-GENERATED_DIRS = ("package", "function/package", "install", "examples/manifests", "examples/state")
+GENERATED_DIRS = (
+    "package",
+    "function/package",
+    "install",
+    "examples/manifests",
+    "examples/state",
+    "tests/golden",
+)
 # The PRD's Phase 1 plain manifests (VLLMRuntime + Ingress, for `kubectl apply` without
 # Crossplane), produced by the function itself from the matching claim, so they always agree.
 PLAIN_MANIFESTS = {
@@ -236,6 +243,48 @@ def cluster_states(root: Path) -> dict[str, str]:
     return out
 
 
+def golden_renders(root: Path, states: dict[str, str]) -> dict[str, str]:
+    """tests/golden/renders.yaml: for every XR of each example, rendered through the package
+    against its state (`states`: examples/state/<file> as generated), the sha256 of its status
+    and composed resources (sorted, canonical JSON) and what it composes by kind. A change to
+    kcl/ or function/ that changes any render changes this file; a refactor that must not is
+    held to it (`dot-inference render` shows a render whole)."""
+    import hashlib
+    import json
+    from collections import Counter
+
+    from dot_inference.crossplane import documents, render
+
+    pkg = documents.load_package(root / "package")
+    renders: dict[str, dict] = {}
+    for path in sorted((root / "examples").glob("*.yaml")):
+        state_text = states.get(f"examples/state/{path.name}")
+        required = [d for d in yaml.safe_load_all(state_text) if d] if state_text else []
+        for xr in yaml.safe_load_all(path.read_text()):
+            if not isinstance(xr, dict) or not render.is_handled_xr(pkg, xr):
+                continue
+            result = render.render_in_package(pkg, xr, required=required)
+            composed = sorted(
+                result.composed,
+                key=lambda r: (r.get("kind", ""), r.get("metadata", {}).get("name", "")),
+            )
+            canonical = json.dumps(
+                {
+                    "fatal": result.fatal,
+                    "status": result.xr.get("status", {}),
+                    "composed": composed,
+                },
+                sort_keys=True,
+                separators=(",", ":"),
+            )
+            kinds = Counter(r.get("kind", "") for r in composed)
+            renders[f"{path.name}:{xr['kind']}/{xr['metadata']['name']}"] = {
+                "sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+                "composed": dict(sorted(kinds.items())),
+            }
+    return {"tests/golden/renders.yaml": _dump({"renders": renders})}
+
+
 def _created(resource: dict) -> dict:
     """A composed resource as its provider reports it once created: Ready, with an id."""
     name = resource.get("metadata", {}).get("name") or resource["kind"].lower()
@@ -327,6 +376,11 @@ def generate(check: bool = False, root: Path = ROOT) -> int:
             states = cluster_states(root)
             _sync(root, states, check, problems)
             files |= states
+            # What every example renders to, against those states: a change to any of it
+            # shows in review, and a refactor that must not change it is held to that.
+            renders = golden_renders(root, states)
+            _sync(root, renders, check, problems)
+            files |= renders
     except GenerateError as e:
         print(f"dot-inference generate: {e}", file=sys.stderr)
         return 2

@@ -95,3 +95,23 @@ def test_render_command_renders_and_validates_every_example() -> None:
     assert result.exit_code == 0, result.output
     headers = {line[2:] for line in result.stdout.splitlines() if line.startswith("# ")}
     assert {f"{EXAMPLES}/{c[0]}" for c in CLAIMS} <= headers
+
+
+def test_every_example_renders_as_its_golden_digest() -> None:
+    """tests/golden/renders.yaml holds the sha256 of every example's render (status and
+    composed resources): a change that alters any render must regenerate it, in review; a
+    refactor that must change nothing is held to it byte for byte."""
+    from dot_inference import generate
+
+    root = EXAMPLES.parent
+    states = {
+        f"examples/state/{p.name}": p.read_text() for p in (EXAMPLES / "state").glob("*.yaml")
+    }
+    fresh = generate.golden_renders(root, states)
+    golden = (root / "tests" / "golden" / "renders.yaml").read_text()
+    assert fresh == {"tests/golden/renders.yaml": golden}, (
+        "an example renders differently: run ./task generate and review what changed "
+        "(dot-inference render examples/<file>)"
+    )
+    listed = set(load_yaml(root / "tests" / "golden" / "renders.yaml")[0]["renders"])
+    assert {f"{c[0]}:{c[1]['kind']}/{c[1]['metadata']['name']}" for c in CLAIMS} <= listed
