@@ -270,11 +270,10 @@ def _check_tenancy(spec: LLMSpec, target: Target, admin: tuple[str, ...] = ()) -
         claim_namespace=spec.namespace,
         cluster_allowed=(*target.allowed_namespaces, *admin),
         cluster=target.cluster,
-        field=field,
         cluster_reserved=target.reserved_namespaces,
     )
     if problem:
-        raise SpecError(field, target.namespace, problem)
+        raise SpecError(field, target.namespace, problem=problem)
 
 
 def _target(
@@ -419,7 +418,7 @@ def _placed(spec: LLMSpec, inputs: Inputs, out: Outcome) -> tuple[LLMSpec, dict[
             _check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
             _check_host(as_ref, target, others, created)
         except SpecError as e:
-            problem = e.message.split(": ", 1)[1] if e.message.startswith(P) else e.message
+            problem = e.problem if e.problem is not None else e.message
         held = sum(h.gpus for h in _holders(as_ref, target, others, created))
         g = target.gpu
         candidates.append(
@@ -479,9 +478,8 @@ def _candidate(spec: LLMSpec, cluster: dict[str, Any]) -> tuple[str | None, Targ
     except ClusterNotReady as e:
         return f"not ready: {e}", None
     except SpecError as e:
-        # Without the field: what the cluster lacks is the point here.
-        field_ = f"{spec.cluster_field}: "
-        return e.message.removeprefix(field_), None
+        # What the cluster lacks is the point here (from_cluster says it of the cluster).
+        return (e.problem if e.problem is not None else e.message), None
     if not _condition_true(cluster):
         return "not Ready", target
     return None, target
@@ -564,7 +562,7 @@ def _size_on(
     try:
         plan = sizing.plan(facts, spec.gpu, shape, engine, span)
     except sizing.SizingError as e:
-        return None, f"{what}: {_one_pod(e.message) if spec.llmd else e.message}"
+        return None, f"{what}: {e.render(one_pod=spec.llmd)}"
     if not plan.fits:
         return None, f"{what}: {plan.shortfall or 'the model does not fit'}"
     return plan.gpus, ""
@@ -825,8 +823,8 @@ def _plan(
         else:
             plan = sizing.plan(facts, spec.gpu, target.gpu, engine, target.span)
     except sizing.SizingError as e:
-        message = _one_pod(e.message) if spec.llmd else e.message
-        if message.startswith(f"{P}."):
+        message = e.render(one_pod=spec.llmd)
+        if e.names_field:
             raise SpecError(e.field, e.value, message) from e
         # The GPU count was the function's choice: the model is what does not fit.
         field = e.field if spec.gpu is not None else f"{P}.model"
@@ -851,16 +849,6 @@ def _plan(
             f"{plan.shortfall}",
         )
     return facts, plan, source
-
-
-def _one_pod(message: str) -> str:
-    """A sizing refusal as an llm-d model hears it: its replicas (and its prefill and decode
-    pods) are one pod each, on one node, whatever the cluster runs."""
-    return message.replace(sizing.SPAN_HINT, " (llm-d serves a replica from one pod)").replace(
-        sizing.MULTINODE_HINT,
-        "; llm-d serves a replica from one pod: use the productionStack "
-        "backend on an InferenceCluster with apps.lws",
-    )
 
 
 def _as_run(spec: LLMSpec, facts: catalog.ModelFacts | None) -> catalog.ModelFacts | None:
@@ -2243,7 +2231,7 @@ def _check_served_names(
             raise SpecError(
                 field,
                 served,
-                f"{field}: LLMInference {spec.namespace}/{peer.name} already serves {served} "
+                problem=f"LLMInference {spec.namespace}/{peer.name} already serves {served} "
                 f"behind InferenceCluster {target.cluster}'s router (namespace "
                 f"{target.namespace}), which routes requests by that name; "
                 + (
@@ -2274,7 +2262,7 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
             raise SpecError(
                 f,
                 host,
-                f"{f}: {host} is a name inside the cluster, where the Gateway "
+                problem=f"{host} is a name inside the cluster, where the Gateway "
                 f"{gw_ns}/{gw_name} serves every llm-d model under its own path; a route for it "
                 "would take their requests. Use a public DNS name for this model, or none (it "
                 "is served under its path of the Gateway)",
@@ -2283,7 +2271,7 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
         raise SpecError(
             f,
             host,
-            f"{f}: {host} is the host of InferenceCluster {spec.namespace}/{target.cluster}'s "
+            problem=f"{host} is the host of InferenceCluster {spec.namespace}/{target.cluster}'s "
             "router (spec.parameters.apps.vllm.endpoint.host), which serves every model on "
             "that cluster; a model with the same host would take their requests. Choose "
             "another host, or none (the router serves this model by its name)",
@@ -2293,7 +2281,7 @@ def _check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created
             raise SpecError(
                 f,
                 host,
-                f"{f}: {host} is already the host of LLMInference {spec.namespace}/{peer.name} "
+                problem=f"{host} is already the host of LLMInference {spec.namespace}/{peer.name} "
                 f"on InferenceCluster {target.cluster}, created before this one; choose another "
                 "host",
             )
@@ -2368,9 +2356,9 @@ def _check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
             raise SpecError(
                 f,
                 send.address,
-                f"{f}: {send.where} {send.problem} ({send.address}), so the function cannot tell "
-                f"where it sends the KV cache, and with it the prompts; write the address out, "
-                f"inside the pod (127.0.0.1) or one listed in {where}",
+                problem=f"{send.where} {send.problem} ({send.address}), so the function cannot "
+                "tell where it sends the KV cache, and with it the prompts; write the address "
+                f"out, inside the pod (127.0.0.1) or one listed in {where}",
             )
         if send.address in tenancy.LOOPBACK or send.address in target.kv_transfer_hosts:
             continue
@@ -2384,7 +2372,7 @@ def _check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
         raise SpecError(
             f,
             send.address,
-            f"{f}: {send.where} sends {what} to {send.address}, "
+            problem=f"{send.where} sends {what} to {send.address}, "
             f"which the platform team has not allowed; the engine may keep it in the pod "
             f"(127.0.0.1) or send it to an address listed in {where}",
         )
@@ -2679,9 +2667,10 @@ def _plan_one(
     try:
         plan = sizing.plan(facts, gpus, target.gpu, engine, 1)
     except sizing.SizingError as e:
-        message = _one_pod(e.message).replace(sizing.GPU_FIELD, field_)
+        # A side's pods are one pod each; the message names the side's own field.
+        message = e.render(field=field_, one_pod=True)
         where = field_ if gpus is not None else f"{P}.model"
-        if not message.startswith(f"{where}: "):
+        if not (e.names_field and e.lead == ": " and where == field_):
             message = f"{where}: {message}"
         raise SpecError(where, gpus or spec.model, message) from e
     if target.pod_cpu_millicores and target.pod_memory_mib:

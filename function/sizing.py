@@ -170,8 +170,52 @@ class Plan:
         return self.nodes
 
 
+# Where a replica may span nodes, as refusals say it: placeholders in a SizingError's problem,
+# which `render` fills for the backend (an llm-d pod never spans nodes).
+SPAN = "{span}"
+MULTINODE = "{multinode}"
+_HINTS = {
+    SPAN: (
+        " (an InferenceCluster with apps.lws spans nodes)",
+        " (llm-d serves a replica from one pod)",
+    ),
+    MULTINODE: (
+        ", an InferenceCluster with apps.lws",
+        "; llm-d serves a replica from one pod: use the productionStack backend on an "
+        "InferenceCluster with apps.lws",
+    ),
+}
+
+
 class SizingError(FieldError):
-    """A request that cannot be sized: names the field, the value and what would work."""
+    """A request that cannot be sized: the field, the value, and the `problem` with what would
+    work. `names_field`: the message leads with the field (the claim's own count, not one
+    the function chose); `render` says it for another field or for one-pod replicas."""
+
+    def __init__(
+        self,
+        field: str,
+        value: object,
+        problem: str,
+        *,
+        names_field: bool = False,
+        lead: str = ": ",
+    ) -> None:
+        self.template = problem
+        self.names_field = names_field
+        self.lead = lead
+        super().__init__(field, value, self._say(field), problem=self._say(field, bare=True))
+
+    def render(self, *, field: str | None = None, one_pod: bool = False) -> str:
+        """The message, naming `field` (default: its own) where it names one, with the hints
+        of a backend whose replicas are one pod each (`one_pod`) or may span nodes."""
+        return self._say(field or self.field, one_pod=one_pod)
+
+    def _say(self, field: str, one_pod: bool = False, bare: bool = False) -> str:
+        text = self.template
+        for token, (spans, pod) in _HINTS.items():
+            text = text.replace(token, pod if one_pod else spans)
+        return f"{field}{self.lead}{text}" if self.names_field and not bare else text
 
 
 # --------------------------------------------------------------------------- checks
@@ -409,12 +453,6 @@ def _gpus_word(gpus: int) -> str:
     return "GPU" if gpus == 1 else "GPUs"
 
 
-# Where a replica may span nodes, as refusals say it; a caller whose replicas never span
-# nodes (llm-d pods) replaces these.
-MULTINODE_HINT = ", an InferenceCluster with apps.lws"
-SPAN_HINT = " (an InferenceCluster with apps.lws spans nodes)"
-
-
 def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> str:
     known = None
     for size, label in KNOWN_GPU_SIZES:
@@ -425,7 +463,7 @@ def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> st
     example = (
         f" (e.g. {known})"
         if known
-        else f" (larger than an H200: the model needs more than one node{MULTINODE_HINT})"
+        else f" (larger than an H200: the model needs more than one node{MULTINODE})"
     )
     need, _ = _required_gib(
         facts, gpus, GpuShape(memory_gib=1e6, per_node=gpus, type=None, assumed=True), engine
@@ -470,29 +508,36 @@ def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int
     use = ", ".join(str(n) for n in valid) or "none"
     if not _is_count(gpus):
         raise SizingError(
-            GPU_FIELD, gpus, f"{GPU_FIELD} must be a whole number of GPUs, got {gpus!r}"
+            GPU_FIELD,
+            gpus,
+            f"must be a whole number of GPUs, got {gpus!r}",
+            names_field=True,
+            lead=" ",
         )
     if gpus < 1:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} is not a GPU count; use one of {use} for {facts.id}",
+            f"{gpus} is not a GPU count; use one of {use} for {facts.id}",
+            names_field=True,
         )
     if gpus > gpu.per_node:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} is more than the {gpu.per_node} GPUs a node has and this "
-            f"target serves a replica on one node{SPAN_HINT}, so use at most {gpu.per_node} "
-            f"(one of {use} for {facts.id})",
+            f"{gpus} is more than the {gpu.per_node} GPUs a node has and this target serves "
+            f"a replica on one node{SPAN}, so use at most {gpu.per_node} (one of {use} for "
+            f"{facts.id})",
+            names_field=True,
         )
     problem = _split_problem(facts, gpus)
     if problem:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} {problem}; use one of {use} "
+            f"{gpus} {problem}; use one of {use} "
             "(tensor parallelism splits heads evenly across GPUs)",
+            names_field=True,
         )
     return gpus
 
@@ -611,28 +656,34 @@ def _checked_topology(
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} GPUs span nodes of {gpu.per_node}: use whole nodes ({whole}) "
+            f"{gpus} GPUs span nodes of {gpu.per_node}: use whole nodes ({whole}) "
             f"or at most {gpu.per_node}",
+            names_field=True,
         )
     if nodes > max_nodes:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} GPUs are {nodes} nodes of {gpu.per_node}, more than the "
+            f"{gpus} GPUs are {nodes} nodes of {gpu.per_node}, more than the "
             f"{max_nodes} one replica may span here (gpu.maxNodes of the cluster); use "
             f"at most {gpu.per_node * max_nodes}",
+            names_field=True,
         )
     problem = _split_problem(facts, gpu.per_node)
     if problem:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus} GPUs over {nodes} nodes split {facts.id} over "
+            f"{gpus} GPUs over {nodes} nodes split {facts.id} over "
             f"{gpu.per_node} GPUs per node, but {problem}",
+            names_field=True,
         )
     if facts.task != "generate":
         raise SizingError(
-            GPU_FIELD, gpus, f"{GPU_FIELD}: {facts.id} is a pooling model and runs on one node"
+            GPU_FIELD,
+            gpus,
+            f"{facts.id} is a pooling model and runs on one node",
+            names_field=True,
         )
     return gpu.per_node, nodes
 
@@ -737,8 +788,9 @@ def plan_without_facts(gpus: int, gpu: GpuShape) -> Plan:
         raise SizingError(
             GPU_FIELD,
             gpus,
-            f"{GPU_FIELD}: {gpus!r} is not a GPU count for this cluster; use a whole number from 1 to "
+            f"{gpus!r} is not a GPU count for this cluster; use a whole number from 1 to "
             f"{gpu.per_node}",
+            names_field=True,
         )
     cpu, memory, shm = _host_resources(None, gpus)
     return Plan(

@@ -62,10 +62,10 @@ def problem(
     claim_namespace: str,
     cluster_allowed: Iterable[str],
     cluster: str | None,
-    field: str,
     cluster_reserved: Iterable[str] = (),
 ) -> str | None:
-    """Why the claim may not deploy into `target_namespace`, or None."""
+    """Why the claim may not deploy into `target_namespace` (said of the field that chose it),
+    or None."""
     may = [
         n for n in allowed(claim_namespace, cluster_allowed) if not reserved(n, cluster_reserved)
     ]
@@ -77,7 +77,7 @@ def problem(
             else f"create the claim in a team's namespace (not {claim_namespace})"
         )
         return (
-            f"{field}: {target_namespace} is a system namespace on {where} (Kubernetes', "
+            f"{target_namespace} is a system namespace on {where} (Kubernetes', "
             f"Crossplane's or a cluster app's) and never takes models; {use}"
         )
     if target_namespace in may:
@@ -90,7 +90,7 @@ def problem(
         f"of its own name, or where the platform's tenancy policy allows ({policy})"
     )
     return (
-        f"{field}: claims in namespace {claim_namespace} may not deploy into {target_namespace} "
+        f"claims in namespace {claim_namespace} may not deploy into {target_namespace} "
         f"on {where}; allowed: {', '.join(may)} ({more})"
     )
 
