@@ -63,3 +63,20 @@ def test_the_tree_describes_each_top_level_folder_of_tests() -> None:
         if p.is_dir() and not p.name.startswith((".", "__"))
     )
     assert [f for f in folders if f not in named] == []
+
+
+def test_the_tree_names_every_folder() -> None:
+    """Every folder that holds tracked files is named in the tree, or lies inside a folder
+    the tree describes whole (recorded test data, a vendored schema folder's own layout)."""
+    named = set(_tree())
+    whole = ("tests/contract/testdata/", "tests/unit/testdata/", "schemas/crossplane/")
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    folders = sorted({p.rsplit("/", 1)[0] + "/" for p in out if "/" in p})
+    unnamed = [f for f in folders if f not in named and not f.startswith(whole)]
+    assert unnamed == [], f"name these folders in docs/architecture.md's tree: {unnamed}"
