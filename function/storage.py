@@ -41,7 +41,7 @@ CACHE_MAX_GIB = 999_999
 # (InferenceCluster spec.parameters.tenancy.maxModelCacheSize).
 CACHE_MAX_FACTOR = 4
 
-# Hugging Face Hub download rate assumed for the Job's deadline (conservative; see README).
+# Hugging Face Hub download rate assumed for the Job's deadline (conservative; see docs/llminference.md, The model cache).
 DOWNLOAD_MIB_S = 50.0
 DOWNLOAD_SAFETY = 2.0
 DOWNLOAD_FIXED_S = 1800

@@ -66,7 +66,7 @@ def test_examples_ask_for_watches_that_the_runtime_config_enables() -> None:
     assert watched
 
 
-def test_the_readme_applies_it_before_the_configuration() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_install_guide_applies_it_before_the_configuration() -> None:
+    readme = (ROOT / "docs" / "operations.md").read_text()
     runtime = readme.index("kubectl apply -f install/provider-runtime.yaml")
     assert runtime < readme.index("kind: Configuration")
