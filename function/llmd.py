@@ -535,6 +535,8 @@ def sidecar_token_volume() -> dict[str, Any]:
         "name": TOKEN_VOLUME,
         "projected": {
             "sources": [
+                # 3607 s: what the kubelet's own default token volume asks for (the
+                # ServiceAccount admission plugin's kube-api-access-* projected volume).
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
                 {
                     "configMap": {

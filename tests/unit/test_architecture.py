@@ -33,14 +33,19 @@ def _tree() -> list[str]:
     return paths
 
 
-def _tracked() -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *LISTED],
+def _files(*paths: str) -> list[str]:
+    """Files git tracks (or would), under `paths` (all when none)."""
+    return subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *paths],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
+
+
+def _tracked() -> list[str]:
+    out = _files(*LISTED)
     return [p for p in out if (ROOT / p).is_file() and not p.startswith(BY_FOLDER)]
 
 
@@ -70,13 +75,6 @@ def test_the_tree_names_every_folder() -> None:
     the tree describes whole (recorded test data, a vendored schema folder's own layout)."""
     named = set(_tree())
     whole = ("tests/contract/testdata/", "tests/unit/testdata/", "schemas/crossplane/")
-    out = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    folders = sorted({p.rsplit("/", 1)[0] + "/" for p in out if "/" in p})
+    folders = sorted({p.rsplit("/", 1)[0] + "/" for p in _files() if "/" in p})
     unnamed = [f for f in folders if f not in named and not f.startswith(whole)]
     assert unnamed == [], f"name these folders in docs/architecture.md's tree: {unnamed}"
