@@ -332,11 +332,12 @@ def bench_function_peers(calls: int) -> None:
 def bench_placement(runs: int) -> None:
     """1,000 models placed one after another over 200 InferenceClusters (every GPU type and
     node size of limits.yaml, pools of 1-4 nodes), each taking GPUs from the cluster it
-    lands on: function/placement.py with the function's own sizing of each model for each
+    lands on: function/cluster/placement.py with the function's own sizing of each model for each
     GPU (catalog models, in turn). Pure Python, in process; the best of `runs`."""
-    from function import catalog, placement, sizing
-    from function.compose import _sizer
+    from function.cluster import placement
+    from function.cluster.place import sizer as _sizer
     from function.limits import GPU_TYPES
+    from function.model import catalog, sizing
     from function.spec import LLMSpec
 
     shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
@@ -389,7 +390,8 @@ def _one_claim_placed(clusters: list[Any]) -> float:
     the 200 clusters as InferenceClusters and 1,000 models on them, read and placed."""
     import copy
 
-    from function.compose import Inputs, compose
+    from function.compose import compose
+    from function.outcome import Inputs
 
     state = next(yaml.safe_load_all((ROOT / "examples" / "state" / "llm-placed.yaml").read_text()))
     found = []

@@ -13,7 +13,7 @@ function does not compute itself:
   weight files, else the safetensors metadata: parameters x bytes of each dtype). Target:
   within +-5 % for every id. The name-only estimate (what the function falls back to when
   the Hub cannot be asked) is printed beside it, for comparison, with no target.
-- KV bytes per token: function/kv_cache.py against a second implementation written the way
+- KV bytes per token: function/model/kv_cache.py against a second implementation written the way
   vLLM 0.17.1 writes it, layer by layer (a KVCacheSpec per layer name from the config's own
   layer types, grouped as `_get_kv_cache_groups_uniform_page_size` groups them, one request
   priced as `get_max_concurrency_for_kv_cache_config` prices it). Target: exact for every
@@ -41,10 +41,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import hub_server  # noqa: E402
 
-from function import catalog, kv_cache, model_config, sizing  # noqa: E402
-from function.catalog import GIB  # noqa: E402
 from function.limits import GPU_TYPES, GpuShape  # noqa: E402
-from function.model_config import SAFETENSORS_BYTES  # noqa: E402
+from function.model import catalog, kv_cache, model_config, sizing  # noqa: E402
+from function.model.catalog import GIB  # noqa: E402
+from function.model.model_config import SAFETENSORS_BYTES  # noqa: E402
 
 GPUS = ("l4", "a100-40gb", "h100", "h200")
 WEIGHTS_TARGET = 0.05

@@ -251,7 +251,7 @@ def render_cmd(
     a value its XRD's patterns or CEL rules reject) is not rendered and exits 1. Each
     rendered claim gets one summary line on stderr (--quiet to drop it).
     """
-    from function import hub as hub_client
+    from function.model import hub as hub_client
 
     hub_client.reset_client(hub_client.HubClient(offline=None if hub else True))
     try:

@@ -148,7 +148,8 @@ def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[s
 def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     """{path: text} of the Phase 1 manifests, composed by the function from each claim with
     the engine image the generated Composition pins."""
-    from function.compose import Inputs, compose
+    from function.compose import compose
+    from function.outcome import Inputs
 
     composition = yaml.safe_load(files["package/llminference/composition.yaml"])
     image = composition["spec"]["pipeline"][0]["input"]["engine"]["image"]
@@ -326,10 +327,10 @@ PROGRAM_LIMITS = "kcl/inferencecluster/program/limits.k"
 
 
 def _limits(root: Path) -> dict:
-    """function/limits.yaml, plus the llm-d scheduling profiles' names from function/llmd.yaml
-    (their one home), the default first, for the XRD's enum."""
+    """function/limits.yaml, plus the llm-d scheduling profiles' names from
+    function/policy/llmd.yaml (their one home), the default first, for the XRD's enum."""
     data = yaml.safe_load((root / "function" / "limits.yaml").read_text())
-    llmd = yaml.safe_load((root / "function" / "llmd.yaml").read_text())
+    llmd = yaml.safe_load((root / "function" / "policy" / "llmd.yaml").read_text())
     default = llmd["default"]
     data["llmdProfiles"] = [default, *(n for n in llmd["profiles"] if n != default)]
     return data

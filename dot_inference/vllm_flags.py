@@ -1,8 +1,9 @@
 """Static extraction of `vllm serve` options from a vLLM source tree (no vllm import): the
-generator of function/vllm_flags.yaml, which function/vllm_cli.py checks command lines with.
+generator of function/policy/vllm_flags.yaml, which function/policy/vllm_cli.py checks command
+lines with.
 Developer tooling, not in the function's image.
 
-usage: python -m dot_inference.vllm_flags <vllm-src-root> function/vllm_flags.yaml \
+usage: python -m dot_inference.vllm_flags <vllm-src-root> function/policy/vllm_flags.yaml \
            [<sdist.tar.gz>, for its sha256]
 
 Walks, with `ast`, the code that builds the `vllm serve` parser:
@@ -803,7 +804,7 @@ HEADER = """\
 # files' `ast` (with _compute_kwargs rewritten over the evaluated annotations) and stops where
 # the source no longer matches what it understands:
 #   tar xzf vllm-X.tar.gz -C /tmp
-#   python -m dot_inference.vllm_flags /tmp/vllm-X function/vllm_flags.yaml vllm-X.tar.gz
+#   python -m dot_inference.vllm_flags /tmp/vllm-X function/policy/vllm_flags.yaml vllm-X.tar.gz
 # (kcl/versions.k pins vllm_version; a test keeps `version` below equal to it.)
 #
 # Kinds (the value argparse accepts):

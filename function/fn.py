@@ -18,8 +18,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2 as structpb
 
-from function import hub
-from function.compose import Inputs, Outcome, compose, hub_query
+from function.compose import compose
+from function.model import hub
+from function.model.facts import hub_query
+from function.outcome import Inputs, Outcome
 
 _STATUS = {
     "True": fnv1.STATUS_CONDITION_TRUE,
@@ -147,7 +149,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             query = hub_query(inputs)
             if query is not None:
                 # The one lookup compose cannot make: what the Hugging Face Hub says of a model
-                # the catalog lacks (cached, bounded by a deadline; function/hub.py).
+                # the catalog lacks (cached, bounded by a deadline; function/model/hub.py).
                 answer = await hub.client().lookup_async(query.model, query.revision, query.token)
                 inputs = dataclasses.replace(inputs, hub=answer)
             write(compose(inputs), rsp)

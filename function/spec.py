@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import engine_args, llmd, simulator, vllm_cli
 from function.errors import FieldError
 from function.limits import (
     ALIAS,
@@ -28,7 +27,9 @@ from function.limits import (
     SCALE_DOWN_DELAY_DEFAULT,
     SCALE_DOWN_DELAY_MAX,
 )
-from function.storage import ACCESS_MODES
+from function.plan.storage import ACCESS_MODES
+from function.policy import engine_args, llmd_profiles, vllm_cli
+from function.policy import simulator_cli as simulator
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -136,7 +137,7 @@ class LLMSpec:
     autoscaling: Autoscaling | None = None
     aliases: tuple[str, ...] = ()
     backend: str = BACKENDS[0]
-    llmd_profile: str = llmd.DEFAULT_PROFILE
+    llmd_profile: str = llmd_profiles.DEFAULT_PROFILE
     disaggregation: Disaggregation | None = None
 
     @property
@@ -187,7 +188,7 @@ def _optional_str(
 def _host(params: dict) -> str | None:
     """spec.parameters.ingressHost: a DNS name, never an IP literal (Kubernetes refuses an IP
     as an Ingress rule's host, Gateway API as a route's hostname)."""
-    from function.tenancy import ip_literal  # tenancy reads objects with cluster.dig
+    from function.policy.tenancy import ip_literal  # tenancy reads objects with cluster.dig
 
     host = _optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
     if host is not None and ip_literal(host):
@@ -347,7 +348,7 @@ def _engine(params: dict) -> EngineOverrides:
     else:
         found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
         if not found:
-            # What vLLM's own parser would refuse at start (function/vllm_cli.py).
+            # What vLLM's own parser would refuse at start (function/policy/vllm_cli.py).
             found = [
                 engine_args.Problem(
                     f"{f}.extraArgs",
@@ -729,7 +730,7 @@ def _backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggreg
             f"(default {BACKENDS[0]})",
         )
     section = params.get("llmd")
-    profile = llmd.DEFAULT_PROFILE
+    profile = llmd_profiles.DEFAULT_PROFILE
     if section is not None:
         if not isinstance(section, dict):
             raise SpecError(f"{P}.llmd", section, f"{P}.llmd must be an object (profile)")
@@ -740,12 +741,12 @@ def _backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggreg
                 f"{P}.llmd applies only with {P}.backend: llmd (the backend is {backend})",
             )
         profile = section.get("profile", profile)
-        if profile not in llmd.profiles():
+        if profile not in llmd_profiles.profiles():
             raise SpecError(
                 f"{P}.llmd.profile",
                 profile,
                 f"{P}.llmd.profile: {_short(profile)} is not a scheduling profile; use one of "
-                f"{', '.join(llmd.profiles())} (default {llmd.DEFAULT_PROFILE})",
+                f"{', '.join(llmd_profiles.profiles())} (default {llmd_profiles.DEFAULT_PROFILE})",
             )
     if backend == "llmd":
         _check_keep_alive(engine)
@@ -753,18 +754,20 @@ def _backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggreg
 
 
 def _check_keep_alive(engine: EngineOverrides) -> None:
-    """On llm-d, vLLM must keep idle connections longer than its clients do (llmd.py)."""
+    """On llm-d, vLLM must keep idle connections longer than its clients do
+    (function/policy/llmd_profiles.py)."""
     for i, (name, value) in enumerate(engine.env):
-        if name != llmd.KEEP_ALIVE_ENV:
+        if name != llmd_profiles.KEEP_ALIVE_ENV:
             continue
-        if not value.isdigit() or int(value) <= llmd.CLIENT_IDLE_S:
+        idle = llmd_profiles.CLIENT_IDLE_S
+        if not value.isdigit() or int(value) <= idle:
             raise SpecError(
                 f"{P}.engine.env[{i}].value",
                 value,
                 f"{P}.engine.env[{i}].value: {name} {_short(value)} would close idle connections "
-                f"before llm-d's gateway and routing sidecar do ({llmd.CLIENT_IDLE_S} s), which "
-                f"then reset requests they send on them; use more than {llmd.CLIENT_IDLE_S} (the "
-                f"function sets {llmd.KEEP_ALIVE_S}) or omit it",
+                f"before llm-d's gateway and routing sidecar do ({idle} s), which then reset "
+                f"requests they send on them; use more than {idle} (the function sets "
+                f"{llmd_profiles.KEEP_ALIVE_S}) or omit it",
             )
 
 

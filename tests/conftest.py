@@ -132,8 +132,8 @@ def image() -> str:
 
 def on_target(resources: dict[str, Any], provider_config: str, namespace: str) -> dict[str, Any]:
     """`resources` keyed as the function keys them on another cluster: each composition
-    resource name carries the target's suffix (function/cluster.py Target.suffix)."""
-    from function.cluster import Target
+    resource name carries the target's suffix (function/cluster/target.py Target.suffix)."""
+    from function.cluster.target import Target
 
     suffix = Target(provider_config=provider_config, namespace=namespace).suffix
     return {f"{k}{suffix}": v for k, v in resources.items()}

@@ -39,7 +39,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from dot_inference.crossplane.convert import from_struct, jsonable, to_struct
 from dot_inference.crossplane.documents import Package, RenderError
-from function.cluster import dig as _get
+from function.cluster.target import dig as _get
 
 StepRunner = Callable[[fnv1.RunFunctionRequest], Any]
 

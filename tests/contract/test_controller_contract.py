@@ -28,8 +28,10 @@ from production_stack_controller import (
 )
 
 from dot_inference.apiserver import validate_objects
-from function.compose import RUNTIME, Inputs, compose
-from function.resources import CONFIG_HASH_ANNOTATION
+from function.backends.resources import CONFIG_HASH_ANNOTATION
+from function.compose import compose
+from function.keys import RUNTIME
+from function.outcome import Inputs
 
 STATE = EXAMPLES / "state"
 
@@ -41,7 +43,7 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
             simulated = (doc.get("spec", {}).get("parameters", {}).get("engine") or {}).get(
                 "simulate"
             )
-            # A simulated model has no VLLMRuntime (function/simulator.py), nor does one
+            # A simulated model has no VLLMRuntime (function/policy/simulator_cli.py), nor does one
             # over several nodes (a LeaderWorkerSet: tests/unit/test_multinode.py), nor one
             # llm-d serves (StatefulSets: tests/unit/test_llmd.py).
             multinode = "multinode" in path.name

@@ -349,7 +349,8 @@ def test_moving_a_model_composes_new_objects(
     elsewhere."""
     from conftest import engine_image
 
-    from function.compose import Inputs, compose
+    from function.compose import compose
+    from function.outcome import Inputs
 
     old = compose(Inputs(xr=before, engine_image=engine_image(), required=required_before))
     new = compose(Inputs(xr=after, engine_image=engine_image(), required=required_after))
@@ -412,7 +413,9 @@ def test_a_model_keeps_its_cluster_unless_the_cluster_composed_it(
     go first when it is deleted, so they must not hold it (that would never end)."""
     from conftest import engine_image
 
-    from function.compose import CLUSTER_USAGE, Inputs, compose
+    from function.compose import compose
+    from function.keys import CLUSTER_USAGE
+    from function.outcome import Inputs
 
     xr = _llm(clusterRef={"name": "inference-aws"})
     xr["metadata"]["ownerReferences"] = owners

@@ -1,4 +1,4 @@
-"""function/model_config.py over every recorded model (tests/contract/testdata/hub): facts
+"""function/model/model_config.py over every recorded model (tests/contract/testdata/hub): facts
 from the config.json the Hub serves, the family chosen by architecture, the weights from the
 files and the safetensors metadata, the context as vLLM derives it."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import hub_server
 import pytest
 
-from function import catalog, model_config
-from function.catalog import GIB
-from function.model_config import SAFETENSORS_BYTES, HubModel
+from function.model import catalog, model_config
+from function.model.catalog import GIB
+from function.model.model_config import SAFETENSORS_BYTES, HubModel
 
 RECORDED = hub_server.recorded_models()
 hub_model = hub_server.hub_model

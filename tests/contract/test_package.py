@@ -58,7 +58,8 @@ CROSSPLANE_OWN = {
 def test_crossplane_may_manage_every_kind_composed_directly() -> None:
     """An LLMInference without a cluster composes into the control plane: each kind needs
     Crossplane's own role or install/crossplane-rbac.yaml."""
-    from function.compose import Inputs, compose
+    from function.compose import compose
+    from function.outcome import Inputs
 
     granted = set(CROSSPLANE_OWN)
     for role in load_yaml(ROOT / "install" / "crossplane-rbac.yaml"):

@@ -26,7 +26,8 @@ from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml, pars
 from dot_inference.crossplane.documents import load_package
 from dot_inference.crossplane.render import render_in_package
 from dot_inference.pins import pin
-from function import resources, simulator
+from function.backends import resources
+from function.policy import simulator_cli as simulator
 
 SCHEMAS = ROOT / "schemas"
 ROUTER_SCHEMA = parse_yaml(

@@ -25,7 +25,7 @@ def test_the_sizing_accuracy_targets_are_met(capsys) -> None:
 def test_the_replay_catches_a_plan_packed_beyond_vllms_memory(monkeypatch) -> None:
     """The benchmark can fail: plans made without the safety margin and with a smaller
     activation than vLLM's are refused by the replay."""
-    from function import sizing
+    from function.model import sizing
 
     monkeypatch.setattr(sizing, "KV_SAFETY_FRACTION", -0.15)
     monkeypatch.setattr(sizing, "KV_SAFETY_MIN_GIB", -1.0)

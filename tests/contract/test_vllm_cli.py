@@ -1,6 +1,6 @@
 """Every `vllm serve` command line the function renders is one vLLM's own parser accepts, at
-the vLLM release inside the pinned engine image (function/vllm_flags.yaml, generated from
-that release's source by dot_inference/vllm_flags.py; function/vllm_cli.py parses as its
+the vLLM release inside the pinned engine image (function/policy/vllm_flags.yaml, generated from
+that release's source by dot_inference/vllm_flags.py; function/policy/vllm_cli.py parses as its
 FlexibleArgumentParser does).
 
 The commands are taken from every example as the package renders it: a VLLMRuntime's as
@@ -18,7 +18,8 @@ from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml
 
 from dot_inference.crossplane.documents import load_package
 from dot_inference.crossplane.render import render_in_package
-from function import resources, vllm_cli
+from function.backends import resources
+from function.policy import vllm_cli
 
 VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
 

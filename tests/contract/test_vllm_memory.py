@@ -1,6 +1,6 @@
-"""The memory model held to vLLM's own figures: the KV cache layout (function/kv_cache.py)
+"""The memory model held to vLLM's own figures: the KV cache layout (function/model/kv_cache.py)
 against the blocks and tokens vLLM reported for the same models, and the non-KV memory
-(function/sizing.py) against the activation peak and non-torch memory it profiled.
+(function/model/sizing.py) against the activation peak and non-torch memory it profiled.
 
 The runs are vLLM 0.19.0 on H100 (testdata/vllm/runs-0.19.0-h100.yaml, each with its log).
 The engine image carries vLLM 0.17.1 (kcl/versions.k); the allocator arithmetic is the same
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import parse_yaml
 
-from function import catalog, kv_cache, sizing
-from function.catalog import GIB
-from function.kv_cache import Allocator, LayerGroup
 from function.limits import GpuShape
+from function.model import catalog, kv_cache, sizing
+from function.model.catalog import GIB
+from function.model.kv_cache import Allocator, LayerGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = parse_yaml((Path(__file__).parent / "testdata/vllm/runs-0.19.0-h100.yaml").read_text())
@@ -98,7 +98,7 @@ def test_non_kv_memory_covers_what_vllm_profiled(run: dict) -> None:
 
 
 def test_the_model_follows_the_pinned_vllm() -> None:
-    """function/kv_cache.py names the vLLM release kcl/versions.k says the image carries."""
+    """function/model/kv_cache.py names the vLLM release kcl/versions.k says the image carries."""
     versions = (ROOT / "kcl" / "versions.k").read_text()
     pinned = re.search(r'^vllm_version = "([^"]+)"', versions, re.M)
     assert pinned and pinned.group(1) == kv_cache.VLLM_VERSION

@@ -1,4 +1,4 @@
-"""Table-driven tests of function/catalog.py and the data in function/catalog.yaml."""
+"""Table-driven tests of function/model/catalog.py and the data in function/model/catalog.yaml."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import parse_yaml
 
-from function.catalog import (
+from function.model.catalog import (
     BYTES_PER_PARAM,
     CATALOG_PATH,
     CatalogError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from function.errors import FieldError
-from function.sizing import MULTINODE, SPAN, SizingError
+from function.model.sizing import MULTINODE, SPAN, SizingError
 
 FUNCTION = Path(__file__).resolve().parents[2] / "function"
 

@@ -88,7 +88,7 @@ def cluster(**overrides: Any) -> dict[str, Any]:
     return c
 
 
-# A composition resource name without its target suffix (function/cluster.py Target.suffix):
+# A composition resource name without its target suffix (function/cluster/target.py Target.suffix):
 # the cases below name resources by what they are, wherever they go.
 _TARGET_SUFFIX = re.compile(r"-[0-9a-f]{6}$")
 
@@ -130,7 +130,7 @@ def contains(expected: Any, actual: Any, path: str = "") -> None:
         assert actual == expected, f"{path}: expected {expected!r}, got {actual!r}"
 
 
-# The engine's cache variables (function/resources.py CACHE_ENV), first in its env.
+# The engine's cache variables (function/backends/resources.py CACHE_ENV), first in its env.
 CACHE_ENV = [
     {"name": "HF_HOME", "value": "/data/huggingface"},
     {"name": "VLLM_CACHE_ROOT", "value": "/data/vllm"},
@@ -139,7 +139,9 @@ CACHE_ENV = [
 
 def fetch_done(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The observed download Job of `claim`, succeeded (its key carries a digest)."""
-    from function.compose import FETCH, Inputs, compose
+    from function.compose import compose
+    from function.keys import FETCH
+    from function.outcome import Inputs
 
     out = compose(Inputs(xr=claim, engine_image=engine_image()))
     key = next(k for k in out.resources if k.startswith(FETCH))

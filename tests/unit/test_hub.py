@@ -1,4 +1,4 @@
-"""function/hub.py against the recorded Hub (tests/hub_server.py on loopback): what it asks,
+"""function/model/hub.py against the recorded Hub (tests/hub_server.py on loopback): what it asks,
 what it answers for each situation, the cache, the deadline, offline mode, the token."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from conftest import claim as xr
 from conftest import request, run
 from crossplane.function import resource
 
-from function import hub
-from function.hub import HubClient
+from function.model import hub
+from function.model.hub import HubClient
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 

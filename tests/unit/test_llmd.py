@@ -22,23 +22,24 @@ from conftest import (
 )
 
 from dot_inference.apiserver import validate_objects
-from function import engine_args, llmd, sizing, vllm_cli
-from function.compose import (
+from function.backends.llmd import objects as llmd
+from function.cluster.peers import REQUIREMENT as PEERS
+from function.cluster.place import PLACEMENT_REQUIREMENT
+from function.compose import compose
+from function.keys import (
     INGRESS,
     LLMD_ENGINE,
     LLMD_PICKER,
     LLMD_POOL,
     LLMD_ROUTE,
-    PLACEMENT_REQUIREMENT,
     RUNTIME,
     SCALER,
     SIMULATOR,
-    Inputs,
-    Outcome,
-    compose,
 )
-from function.hub import HubAnswer
-from function.peers import REQUIREMENT as PEERS
+from function.model import sizing
+from function.model.hub import HubAnswer
+from function.outcome import Inputs, Outcome
+from function.policy import engine_args, llmd_profiles, vllm_cli
 
 STATE = load_yaml(EXAMPLES / "state" / "llm-disaggregated.yaml")
 CLUSTER = next(d for d in STATE if d["kind"] == "InferenceCluster")
@@ -203,7 +204,7 @@ def test_without_a_host_the_model_answers_under_its_path_of_the_gateway() -> Non
     assert out.status["llmd"]["path"] == f"/{NS}/qwen"
 
 
-@pytest.mark.parametrize("profile", llmd.profiles())
+@pytest.mark.parametrize("profile", llmd_profiles.profiles())
 @pytest.mark.parametrize("disaggregated", [False, True])
 def test_every_profile_is_a_configuration_the_picker_accepts(
     profile: str, disaggregated: bool
@@ -211,7 +212,7 @@ def test_every_profile_is_a_configuration_the_picker_accepts(
     config = llmd.epp_config(profile, disaggregated)
     assert llmd.config_problems(config) == []
     assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
-    scorers = llmd.data()["profiles"][profile]["scorers"]
+    scorers = llmd_profiles.data()["profiles"][profile]["scorers"]
     for p in config["schedulingProfiles"]:
         weights = {r["pluginRef"]: r["weight"] for r in p["plugins"] if "weight" in r}
         assert weights == scorers, p["name"]
@@ -780,8 +781,8 @@ def test_a_new_cache_size_replaces_the_statefulset() -> None:
 def test_sizing_is_the_production_stacks() -> None:
     """The aggregated plan is sizing.plan's for the cluster's GPU on one node."""
     out = run(claim("Qwen/Qwen3-32B"))
-    from function.catalog import lookup
     from function.limits import GPU_TYPES, GpuShape
+    from function.model.catalog import lookup
 
     plan = sizing.plan(
         lookup("Qwen/Qwen3-32B"), None, GpuShape(GPU_TYPES["h100"].memory_gib, 8, "h100", False)
@@ -791,7 +792,7 @@ def test_sizing_is_the_production_stacks() -> None:
 
 
 def test_the_plugin_names_are_those_of_the_pinned_router() -> None:
-    """function/llmd.yaml was read from the llm-d-router release kcl/versions.k pins, whose
+    """function/backends/llmd.yaml was read from the llm-d-router release kcl/versions.k pins, whose
     images the Composition passes."""
     import re
 
@@ -799,7 +800,7 @@ def test_the_plugin_names_are_those_of_the_pinned_router() -> None:
 
     versions = (ROOT / "kcl" / "versions.k").read_text()
     pin = re.search(r'^llm_d_router = "([^"]+)"', versions, re.MULTILINE)
-    assert pin and llmd.data()["router"] == pin.group(1)
+    assert pin and llmd_profiles.data()["router"] == pin.group(1)
     images = llmd_images()
     assert images["picker_image"].endswith(f":{pin.group(1)}")
     assert images["sidecar_image"].endswith(f":{pin.group(1)}")
@@ -820,8 +821,8 @@ TRANSFERABLE = [
 
 @pytest.mark.parametrize(("model", "p", "d"), TRANSFERABLE)
 def test_shapes_nixl_moves_are_accepted(model: str, p: int, d: int) -> None:
-    from function.catalog import lookup
-    from function.compose import _kv_transfer_problem
+    from function.model.catalog import lookup
+    from function.plan.disaggregation import kv_transfer_problem as _kv_transfer_problem
     from function.spec import parse
 
     spec = parse(claim(model, **pd()))

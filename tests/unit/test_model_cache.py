@@ -15,8 +15,10 @@ import pytest
 from conftest import EXAMPLES, by_base, engine_image, load_yaml
 from production_stack_controller import pvc_needs_update
 
-from function import model_fetch, storage
-from function.compose import CACHE, FETCH, RUNTIME, Inputs, Outcome, compose
+from function.compose import compose
+from function.keys import CACHE, FETCH, RUNTIME
+from function.outcome import Inputs, Outcome
+from function.plan import model_fetch, storage
 
 CLUSTER_STATE = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
 

@@ -21,8 +21,10 @@ import pytest
 from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, simulator_image
 
 from dot_inference.crossplane import documents, render
-from function.compose import CACHE, FETCH, RUNTIME, Inputs, Outcome, compose
-from function.peers import REQUIREMENT as PEERS
+from function.cluster.peers import REQUIREMENT as PEERS
+from function.compose import compose
+from function.keys import CACHE, FETCH, RUNTIME
+from function.outcome import Inputs, Outcome
 
 PKG = documents.load_package(EXAMPLES.parent / "package")
 HOSTNAME = "kubernetes.io/hostname"

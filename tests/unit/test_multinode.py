@@ -12,11 +12,14 @@ import pytest
 from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
 
 from dot_inference.apiserver import validate_objects
-from function import sizing, vllm_cli
-from function.catalog import lookup
-from function.compose import LWS, LWS_SERVICE, SCALER, Inputs, Outcome, compose
+from function.cluster.peers import REQUIREMENT as PEERS
+from function.compose import compose
+from function.keys import LWS, LWS_SERVICE, SCALER
 from function.limits import GPU_TYPES, GpuShape
-from function.peers import REQUIREMENT as PEERS
+from function.model import sizing
+from function.model.catalog import lookup
+from function.outcome import Inputs, Outcome
+from function.policy import vllm_cli
 
 PAIR = load_yaml(EXAMPLES / "state" / "llm-kimi-k2-multinode.yaml")[0]
 H200 = GpuShape(GPU_TYPES["h200"].memory_gib, 8, "h200", False)
@@ -269,7 +272,7 @@ def test_the_multi_node_wiring_is_not_the_claims_to_change(flag: str) -> None:
 
 def test_a_replica_spans_at_most_the_limit_of_nodes() -> None:
     """A pool of many nodes still lets one replica span at most gpusPerReplica.maxNodes."""
-    from function.cluster import from_cluster
+    from function.cluster.target import from_cluster
     from function.limits import MAX_NODES_PER_REPLICA
     from function.spec import parse
 

@@ -1,5 +1,5 @@
-"""No takeover of foreign objects (function/ownership.py): an object that exists and is not the
-claim's is refused by name, on the control plane and on another cluster."""
+"""No takeover of foreign objects (function/policy/ownership.py): an object that exists and
+is not the claim's is refused by name, on the control plane and on another cluster."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from conftest import engine_image
 
-from function import ownership
-from function.compose import NAMESPACE, RUNTIME, Inputs, compose
+from function.compose import compose
+from function.keys import NAMESPACE, RUNTIME
+from function.outcome import Inputs
+from function.policy import ownership
 
 UID = "0b5c1a52-6f0e-4a57-9a57-2b0c5f1e7a10"
 

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, engine_image, load_yaml, simulator_image
 
-from function import placement
-from function.compose import PLACEMENT_REQUIREMENT, Inputs, Outcome, compose
+from function.cluster import placement
+from function.cluster.peers import REQUIREMENT as PEERS
+from function.cluster.place import PLACEMENT_REQUIREMENT
+from function.compose import compose
 from function.limits import GPU_TYPES
-from function.peers import REQUIREMENT as PEERS
+from function.outcome import Inputs, Outcome
 
 AWS = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
 SELECTOR = {"matchLabels": {"team": "a"}}

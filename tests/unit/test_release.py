@@ -69,8 +69,8 @@ def _project(tmp_path: Path, version: str, registry: str) -> Path:
     """kcl/ with the files the generator reads, and a pyproject.toml of its own."""
     root = tmp_path / "project"
     shutil.copytree(ROOT / "kcl", root / "kcl")
-    (root / "function").mkdir()
-    for name in ("limits.yaml", "llmd.yaml"):
+    (root / "function" / "policy").mkdir(parents=True)
+    for name in ("limits.yaml", "policy/llmd.yaml"):
         shutil.copy(ROOT / "function" / name, root / "function" / name)
     text = (ROOT / "pyproject.toml").read_text()
     text = text.replace(f'version = "{VERSION}"', f'version = "{version}"', 1)

@@ -1,11 +1,11 @@
 """Replicas as pure decisions: the GPU budget of a cluster's pool, and the KEDA trigger each
-autoscaling metric becomes (function/scaling.py)."""
+autoscaling metric becomes (function/plan/scaling.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from function import scaling
+from function.plan import scaling
 from function.spec import Autoscaling, SpecError
 
 

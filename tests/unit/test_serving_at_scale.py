@@ -15,18 +15,11 @@ import pytest
 from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
 
 from dot_inference.apiserver import validate_objects
-from function import simulator
-from function.compose import (
-    FETCH,
-    RUNTIME,
-    SCALER,
-    SIMULATOR,
-    SIMULATOR_SERVICE,
-    Inputs,
-    Outcome,
-    compose,
-)
-from function.peers import REQUIREMENT as PEERS
+from function.cluster.peers import REQUIREMENT as PEERS
+from function.compose import compose
+from function.keys import FETCH, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
+from function.outcome import Inputs, Outcome
+from function.policy import simulator_cli as simulator
 
 AWS = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
 
@@ -85,7 +78,7 @@ def by_key(out: Outcome, base: str) -> tuple[str, dict[str, Any]]:
 
 
 def _base(key: str) -> str:
-    # Keys on another cluster end with -<6 hex> (function/cluster.py Target.suffix).
+    # Keys on another cluster end with -<6 hex> (function/cluster/target.py Target.suffix).
     head, _, tail = key.rpartition("-")
     return head if len(tail) == 6 and all(c in "0123456789abcdef" for c in tail) else key
 

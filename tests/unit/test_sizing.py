@@ -1,4 +1,4 @@
-"""Table-driven tests of function/sizing.py."""
+"""Table-driven tests of function/model/sizing.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from function.catalog import catalog_ids, lookup, resolve
 from function.limits import ASSUMED_GPU, GPU_TYPES, GpuShape
-from function.sizing import (
+from function.model.catalog import catalog_ids, lookup, resolve
+from function.model.sizing import (
     GPU_FIELD,
     Plan,
     SizingError,

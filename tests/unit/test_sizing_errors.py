@@ -9,9 +9,9 @@ from conftest import claim as xr
 from conftest import request, run
 from crossplane.function import resource
 
-from function import catalog, kv_cache, sizing
-from function.catalog import GIB
 from function.limits import GPU_TYPES, GpuShape
+from function.model import catalog, kv_cache, sizing
+from function.model.catalog import GIB
 
 
 def shape(gpu: str, per_node: int = 8) -> GpuShape:

@@ -1,5 +1,5 @@
 """Who may deploy what where: a claim's objects land only in namespaces its own namespace may
-use on the target, never in a system namespace (function/tenancy.py, kcl/tenancy.k)."""
+use on the target, never in a system namespace (function/policy/tenancy.py, kcl/tenancy.k)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, PACKAGE, ROOT, engine_image, llmd_images, load_yaml, simulator_image
 
-from function import tenancy
-from function.compose import Inputs, compose
+from function.compose import compose
+from function.outcome import Inputs
+from function.policy import tenancy
 
 CLUSTER = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")[0]
 
@@ -113,7 +114,7 @@ def test_where_a_claim_may_deploy(
 
 
 def test_the_reserved_namespaces_have_one_home() -> None:
-    """function/tenancy.py and kcl/tenancy.k list the same namespaces, and the program's
+    """function/policy/tenancy.py and kcl/tenancy.k list the same namespaces, and the program's
     apps use only those."""
     text = (ROOT / "kcl" / "tenancy.k").read_text()
     listed = re.search(r"^reserved_namespaces = \[([^\]]*)\]", text, re.M)

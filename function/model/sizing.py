@@ -36,11 +36,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from function import kv_cache
-from function.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.errors import FieldError
-from function.kv_cache import Allocator
 from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES, GpuShape
+from function.model import kv_cache
+from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
+from function.model.kv_cache import Allocator
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"

@@ -35,7 +35,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from function.model_config import HubModel
+from function.model.model_config import HubModel
 
 Status = Literal["found", "not_found", "gated", "unreachable", "offline"]
 

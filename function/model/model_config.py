@@ -1,5 +1,5 @@
 """A model's facts from what the Hugging Face Hub serves: config.json, the repository's file
-list with sizes and its safetensors metadata. Pure: `function/hub.py` fetches, this reads.
+list with sizes and its safetensors metadata. Pure: `function/model/hub.py` fetches, this reads.
 
 What vLLM (the engine image's version) reads, read the same way:
 
@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function import catalog
-from function.catalog import GB, GIB, CatalogError, ModelFacts
+from function.model import catalog
+from function.model.catalog import GB, GIB, CatalogError, ModelFacts
 
 # Bytes per element of each safetensors dtype (the Hub's metadata names them so).
 SAFETENSORS_BYTES: dict[str, float] = {
@@ -143,7 +143,7 @@ def mistral_format(model: HubModel) -> bool:
 
 
 def weight_files(model: HubModel) -> list[str]:
-    """The files vLLM loads weights from (function/model_fetch.py picks the same)."""
+    """The files vLLM loads weights from (function/plan/model_fetch.py picks the same)."""
     names = [n for n in model.files if not n.startswith("original/")]
     if mistral_format(model):
         return [n for n in names if fnmatch.fnmatch(n, MISTRAL_WEIGHTS)]

@@ -9,7 +9,7 @@ stack's router. For each model:
 - an `InferencePool` (inference.networking.k8s.io/v1, Inference Extension v1.6.0) selecting
   those pods and naming their endpoint picker;
 - the endpoint picker (llm-d-router v0.10.0): a Deployment, its Service, its
-  `EndpointPickerConfig` (scorers of the claim's profile, function/llmd.yaml) and an identity
+  `EndpointPickerConfig` (scorers of the claim's profile, function/policy/llmd.yaml) and an identity
   that may read the pods and the pool, nothing else;
 - an `HTTPRoute` on the InferenceCluster's Gateway (apps.llmd) with the pool as backend.
 
@@ -25,13 +25,11 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from function import datafile
-from function.resources import (
+from function.backends.resources import (
     CACHE_MOUNT,
     ENGINE_PORT,
     MODEL_ANNOTATION,
@@ -44,23 +42,8 @@ from function.resources import (
     secret_env_vars,
     with_shared_cache,
 )
+from function.policy.llmd_profiles import KEEP_ALIVE_ENV, KEEP_ALIVE_S, data
 
-DATA_PATH = Path(__file__).with_name("llmd.yaml")
-
-
-@functools.cache
-def data() -> dict[str, Any]:
-    return datafile.load(DATA_PATH)
-
-
-def profiles() -> tuple[str, ...]:
-    """The scheduling profiles a claim may choose, the default first."""
-    names = list(data()["profiles"])
-    default = data()["default"]
-    return (default, *(n for n in names if n != default))
-
-
-DEFAULT_PROFILE: str = data()["default"]
 ROLE_LABEL: str = data()["disaggregation"]["roleLabel"]
 COMPONENT = "llm-d-engine"
 
@@ -89,16 +72,6 @@ NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 # kv_connector/v1/nixl_connector.py at v0.17.1). llm-d's P/D guide declares it `nixl`.
 NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
 NIXL_PORT = 5600
-# How long vLLM keeps an idle HTTP connection (uvicorn's timeout_keep_alive; vllm/envs.py
-# VLLM_HTTP_TIMEOUT_KEEP_ALIVE, default 5 s). Its clients keep idle connections longer: the
-# routing sidecar 90 s toward prefill and its own vLLM (llm-d-router v0.10.0
-# pkg/sidecar/proxy/proxy.go IdleConnTimeout), agentgateway 90 s toward every pod (v1.4.1
-# crates/agentgateway/src/lib.rs pool idle). A connection vLLM closed first is reset when a
-# client reuses it, so vLLM keeps them 120 s, as llm-d's P/D guide sets on prefill pods
-# (guides/pd-disaggregation, disaggregatedset.yaml).
-KEEP_ALIVE_ENV = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
-CLIENT_IDLE_S = 90
-KEEP_ALIVE_S = 120
 # The token the routing sidecar reads the pool's pods with (--enable-ssrf-protection), mounted
 # into the sidecar alone: vLLM needs no API access. What the kubelet mounts by default.
 TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -592,7 +565,7 @@ def engine_statefulset(
     (volumeClaimTemplates, deleted with the pod's ordinal), or all mount `shared_claim`
     (ReadWriteMany, filled by a Job before they start): pods of a role spread over nodes,
     which one ReadWriteOnce claim could not follow. An init container downloads the model
-    (resumable, function/model_fetch.py; on a filled cache it only checks) before vLLM starts.
+    (resumable, function/plan/model_fetch.py; on a filled cache it only checks) before vLLM starts.
     A decode pod runs llm-d's routing sidecar (a native sidecar) on the pool's port, vLLM
     behind it."""
     decode = role == "decode"

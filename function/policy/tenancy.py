@@ -12,7 +12,7 @@ claim namespace more.
 
 Also what a claim shares with other teams on one cluster: hosts (one ledger per ingress
 controller; the control plane's spans every namespace), where the KV cache may travel
-(kv_addresses), and, in function/storage.py, how much disk a model cache may take.
+(kv_addresses), and, in function/plan/storage.py, how much disk a model cache may take.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster import dig
+from function.cluster.target import dig
 
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
 # operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`, llmd.k
@@ -346,7 +346,7 @@ def kv_addresses(args: Sequence[str], env: Sequence[tuple[str, str]]) -> list[Kv
     `--ec-transfer-config` and `--kv-events-config` (in any spelling vLLM's parser reads:
     `_`, a unique prefix, `=`, dotted keys such as `--kv-transfer-config.kv_ip`), and the
     variables connectors read theirs from. What cannot be read is reported with a problem."""
-    from function import engine_args
+    from function.policy import engine_args
 
     out: list[KvSend] = []
     for i, arg in enumerate(args):

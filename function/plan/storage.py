@@ -21,8 +21,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from function.catalog import GIB
 from function.errors import FieldError
+from function.model.catalog import GIB
 
 MIB = 1024**2
 

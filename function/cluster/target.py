@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
+from function.plan.storage import SharedClass, parse_gib
 from function.spec import LLMSpec, P, SpecError
-from function.storage import SharedClass, parse_gib
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -87,7 +87,7 @@ class Target:
     @property
     def router_host(self) -> str | None:
         """The public host of the cluster's router (apps.vllm.endpoint.host), if it has one."""
-        from function.tenancy import url_host
+        from function.policy.tenancy import url_host
 
         return url_host(self.router_endpoint)
 

@@ -37,7 +37,7 @@ _SINGLE_NODE = (
     "stage per node when it spans several (a cluster with apps.lws); data parallelism is "
     "not offered",
 )
-# The multi-node wiring (function/resources.py vllm_serve_args): nodes, ranks, the leader.
+# The multi-node wiring (function/backends/resources.py vllm_serve_args): nodes, ranks, the leader.
 _NODES = (
     None,
     "the function wires the nodes of a multi-node replica (LeaderWorkerSet) itself",

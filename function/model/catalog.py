@@ -19,7 +19,7 @@
   unknown ``Qwen/Qwen2.5-Coder-7B-Instruct`` gets qwen2.5's hermes tool parser). The context
   length is the smallest context of that family (vLLM rejects a max_model_len above the
   model's own), or a low default for unknown families. This is the fallback for when the
-  Hub cannot be asked: ``function/model_config.py`` reads a model's real config.json and
+  Hub cannot be asked: ``function/model/model_config.py`` reads a model's real config.json and
   picks its family by architecture (``family_for``), never by the id alone.
 
 An id with no readable size that is not an embedding model gives ``None``. Nothing here raises
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from function import datafile
-from function.kv_cache import LayerGroup
+from function.model.kv_cache import LayerGroup
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -135,7 +135,7 @@ class ModelFacts:
     estimated: bool
     checkpoint_gib: float = 0.0  # on disk: what the model cache must hold
     architecture: str = "unknown"
-    # The KV cache layout vLLM allocates (function/kv_cache.py), whole model.
+    # The KV cache layout vLLM allocates (function/model/kv_cache.py), whole model.
     kv_layers: tuple[LayerGroup, ...] = ()
     hybrid_kv: bool = True
     kv_cache_dtype: str = "auto"  # the checkpoint's own KV quantization, else auto
@@ -310,7 +310,7 @@ def layer_kinds(entry: dict[str, Any], rule: ArchRule, where: str) -> list[str]:
 
 
 def layer_groups(entry: dict[str, Any], rule: ArchRule, where: str) -> tuple[LayerGroup, ...]:
-    """The KV cache layout of a catalog-shaped entry (function/kv_cache.py)."""
+    """The KV cache layout of a catalog-shaped entry (function/model/kv_cache.py)."""
     layers = _req(entry, "layers", int, where)
     if rule.encoder_only:
         return (LayerGroup("none", layers),)
@@ -432,7 +432,7 @@ def _build_model(
 def _growth_bytes(groups: tuple[LayerGroup, ...], dtype_bytes: int) -> int:
     """KV bytes per token of the whole model on one GPU, as it grows with the context
     (windowed layers stop growing): kv_cache.bytes_per_token at tensor parallel size 1."""
-    from function.kv_cache import Allocator, bytes_per_token
+    from function.model.kv_cache import Allocator, bytes_per_token
 
     return bytes_per_token(groups, Allocator(tensor_parallel=1, dtype_bytes=dtype_bytes))
 

@@ -5,7 +5,7 @@ backend (the vLLM Production Stack, or llm-d), has a GPU that can hold the model
 function's own sizing for that GPU: an llm-d replica on one node, a disaggregated model as
 all its prefill and decode pods at once), and has the GPUs free for the model's smallest
 count of replicas: its pool
-(`gpu.maxNodes x gpu.perNode`) less what the models placed there hold (function/peers.py,
+(`gpu.maxNodes x gpu.perNode`) less what the models placed there hold (function/cluster/peers.py,
 as the GPU budget counts them). Among candidates the rule is stated and deterministic:
 
 1. the smallest GPU that fits (less memory per GPU first: keep large GPUs for large models),

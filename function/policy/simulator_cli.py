@@ -19,8 +19,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from function import datafile, engine_args
-from function.engine_args import Problem
+from function import datafile
+from function.policy import engine_args
+from function.policy.engine_args import Problem
 
 _DATA = datafile.load(Path(__file__).with_name("simulator_flags.yaml"))
 VERSION: str = str(_DATA["version"])

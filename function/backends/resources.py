@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from function.plan import model_fetch
+
 PART_OF = "dot-inference"
 # The model an object serves, as an annotation: a label would reach the pod selector, which
 # must never change (below).
@@ -35,7 +37,7 @@ CACHE_MOUNT = "/data"
 CACHE_ENV = (("HF_HOME", f"{CACHE_MOUNT}/huggingface"), ("VLLM_CACHE_ROOT", f"{CACHE_MOUNT}/vllm"))
 
 
-# The download Job's program (function/model_fetch.py), run by the engine image's Python.
+# The download Job's program (function/plan/model_fetch.py), run by the engine image's Python.
 def _program(path: Path) -> str:
     """A module's source without its docstring (documentation stays in the file)."""
     import ast
@@ -47,7 +49,7 @@ def _program(path: Path) -> str:
     return source.strip() + "\n"
 
 
-FETCH_SCRIPT = _program(Path(__file__).with_name("model_fetch.py"))
+FETCH_SCRIPT = _program(Path(model_fetch.__file__))
 ENGINE_PYTHON = "/opt/venv/bin/python"
 # Ready means the download finished.
 JOB_DONE_CEL = "has(object.status.succeeded) && object.status.succeeded >= 1"
@@ -211,7 +213,7 @@ def vllm_runtime(
             "enabled": True,
             "size": cache[0],
             # The CRD defaults to ReadWriteMany, which most clouds' block storage cannot bind:
-            # always stated (function/storage.py `one_claim_layout` picks it).
+            # always stated (function/plan/storage.py `one_claim_layout` picks it).
             "accessMode": cache_access_mode,
             "mountPath": CACHE_MOUNT,
         }
@@ -806,7 +808,7 @@ def model_fetch_container(
     secrets: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """The init container that downloads the model into the pod's cache (resumable,
-    function/model_fetch.py), with the engine image's own Python and Hugging Face client."""
+    function/plan/model_fetch.py), with the engine image's own Python and Hugging Face client."""
     return {
         "name": "model-fetch",
         "image": image,
@@ -978,7 +980,7 @@ def leader_worker_set(
     """A LeaderWorkerSet of groups of `nodes` pods, one replica each: every pod has the
     model cache of its own (volumeClaimTemplates), or all mount `shared_claim` (ReadWriteMany,
     filled by a Job before they start); an init container downloads the model (resumable,
-    function/model_fetch.py: on a filled cache it only checks) before vLLM starts on it."""
+    function/plan/model_fetch.py: on a filled cache it only checks) before vLLM starts on it."""
     secrets = secret_env_vars(secret_env)
     engine_env = [
         # The address the other nodes reach this pod's vLLM at (its own guess is the

@@ -1,0 +1,1 @@
+"""How a plan becomes objects: one module per backend, behind one interface."""

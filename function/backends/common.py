@@ -1,0 +1,367 @@
+"""Objects every backend composes the same way: an object placed on the target, the engine's
+namespace, Ingress, KEDA scaler, Usages, the pods' Secrets and environment, and no takeover
+of another claim's objects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from function.backends import resources
+from function.cluster.target import (
+    CLUSTER_KIND,
+    Target,
+    dig,
+)
+from function.keys import API_KEY, CLUSTER_USAGE, HF_TOKEN, INGRESS, KEDA_USAGE, NAMESPACE, SCALER
+from function.model import catalog, sizing
+from function.model.facts import hf_token_ref
+from function.outcome import Inputs, Outcome
+from function.plan import scaling, storage
+from function.policy import ownership
+from function.policy.secrets import Secrets, secret_problem
+from function.spec import (
+    LLMSpec,
+    P,
+    SpecError,
+)
+
+
+def copy_secrets(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    target: Target,
+    name: str,
+    inputs: Inputs,
+    out: Outcome,
+) -> Secrets:
+    """The Hugging Face token and the API key, by reference. On another cluster each is
+    copied per model (one key, from an Opaque Secret that is not the cluster's own
+    credentials) and owned by that model's Object; the copy waits until Crossplane has
+    fetched the source to check it."""
+    wanted = {HF_TOKEN: hf_token_ref(spec, facts), API_KEY: spec.api_key_secret}
+    fields = {HF_TOKEN: f"{P}.hfTokenSecretRef", API_KEY: f"{P}.apiKeySecretRef"}
+    if target.provider_config is None:
+        return Secrets(
+            *((ref.name, ref.key) if ref else None for ref in (wanted[HF_TOKEN], wanted[API_KEY]))
+        )
+    placed: dict[str, tuple[str, str] | None] = {}
+    for kind, ref in wanted.items():
+        placed[kind] = None
+        if ref is None:
+            continue
+        requirement = f"secret-{kind}"
+        out.requirements[requirement] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "matchName": ref.name,
+            "namespace": spec.namespace,
+        }
+        if requirement not in inputs.required:
+            continue  # Crossplane fetches it and calls again
+        found = inputs.required[requirement]
+        if not found:
+            out.warnings.append(
+                f"{fields[kind]}: Secret {spec.namespace}/{ref.name} does not exist; create it "
+                f"with the key {ref.key!r} (the engine cannot start without it)"
+            )
+            continue
+        problem = secret_problem(ref, fields[kind], found[0], target)
+        if problem:
+            raise SpecError(fields[kind], ref.name, problem)
+        copy_name = resources.dns_label(f"{spec.name}-{kind}")
+        secret, refs = resources.copied_secret(
+            name=copy_name,
+            namespace=target.namespace,
+            key=ref.key,
+            source_name=ref.name,
+            source_namespace=spec.namespace,
+        )
+        place(spec, target, kind, secret, out, suffix=kind, references=refs)
+        placed[kind] = (copy_name, ref.key)
+    return Secrets(placed[HF_TOKEN], placed[API_KEY])
+
+
+def place(
+    spec: LLMSpec, target: Target, key: str, manifest: dict[str, Any], out: Outcome, **wrap: Any
+) -> None:
+    """Compose `manifest` under `key` directly, or for another cluster in a provider-kubernetes
+    Object named `<claim>-<suffix>` (wrap: suffix, and wrap_in_object's options); both carry
+    the target's suffix."""
+    if target.provider_config is None:
+        out.resources[key] = manifest
+        return
+    suffix = wrap.pop("suffix")
+    wrap["watch"] = wrap.get("watch", False) and target.watch
+    out.resources[key + target.suffix] = resources.wrap_in_object(
+        ownership.annotate(manifest, ownership.owner(spec.namespace, spec.name)),
+        name=resources.dns_label(f"{spec.name}-{suffix}{target.suffix}"),
+        provider_config=target.provider_config,
+        **wrap,
+    )
+
+
+def own_namespace(spec: LLMSpec, target: Target, out: Outcome) -> None:
+    """An InferenceCluster creates the namespaces its models may use; through a bare
+    ProviderConfig the model creates its own (and never deletes it)."""
+    if target.provider_config is not None and target.cluster is None:
+        place(
+            spec,
+            target,
+            NAMESPACE,
+            resources.namespace(target.namespace),
+            out,
+            suffix="namespace",
+            management_policies=resources.NAMESPACE_POLICIES,
+        )
+
+
+def keep_engine(target: Target, key: str, observed: Any, autoscaled: bool, out: Outcome) -> None:
+    """Compose the observed engine under `key` as it is (its pods keep serving), without the
+    replica count when KEDA owns it."""
+    kept = resources.desired_from_observed(observed)
+    remote = target.provider_config is not None
+    out.resources[key + target.suffix] = without_replicas(kept, remote) if autoscaled else kept
+
+
+def without_replicas(obj: dict[str, Any], remote: bool) -> dict[str, Any]:
+    """A desired object (or its Object wrapper) without the replica count KEDA owns."""
+    if not remote:
+        return resources.omit_replicas(obj)
+    out = json.loads(json.dumps(obj))
+    manifest = dig(out, "spec", "forProvider", "manifest")
+    if isinstance(manifest, dict):
+        out["spec"]["forProvider"]["manifest"] = resources.omit_replicas(manifest)
+    return out
+
+
+def ingress(
+    spec: LLMSpec, target: Target, name: str, out: Outcome, service: str | None = None
+) -> None:
+    if spec.ingress_host:
+        place(
+            spec,
+            target,
+            INGRESS,
+            resources.ingress(
+                name=name,
+                namespace=target.namespace,
+                host=spec.ingress_host,
+                service=service or name,
+                class_name=target.ingress_class,
+                model=spec.model,
+            ),
+            out,
+            suffix="ingress",
+        )
+
+
+def cluster_usage(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
+    if target.cluster and not composed_by_cluster(inputs.xr, target.cluster):
+        out.resources[CLUSTER_USAGE] = resources.cluster_usage(
+            name=resources.dns_label(f"{spec.name}-uses-{target.cluster}"),
+            cluster=target.cluster,
+            model_claim=spec.name,
+        )
+
+
+# What KEDA scales: a VLLMRuntime through its scale subresource, or a Deployment.
+RUNTIME_SCALE_TARGET = {"apiVersion": "production-stack.vllm.ai/v1alpha1", "kind": "VLLMRuntime"}
+
+
+DEPLOYMENT_SCALE_TARGET = {"apiVersion": "apps/v1", "kind": "Deployment"}
+
+
+def scaler(
+    spec: LLMSpec,
+    target: Target,
+    name: str,
+    count: scaling.Replicas,
+    scale_target: dict[str, str],
+    out: Outcome,
+    service: str | None = None,
+) -> None:
+    """KEDA's ScaledObject for the engine (spec.autoscaling), reading vLLM's gauge from every
+    ready pod behind the engine's Service (function/plan/scaling.py)."""
+    assert spec.autoscaling is not None
+    place(
+        spec,
+        target,
+        SCALER,
+        resources.scaled_object(
+            name=name,
+            namespace=target.namespace,
+            model=spec.model,
+            target=scale_target,
+            min_replicas=count.low,
+            max_replicas=count.high,
+            trigger=scaling.trigger(
+                spec.autoscaling,
+                service=service or name,
+                namespace=target.namespace,
+                port=resources.ENGINE_PORT,
+                model=spec.model,
+            ),
+            polling_interval_s=scaling.POLLING_INTERVAL_S,
+            scale_down_delay_s=spec.autoscaling.scale_down_delay_s,
+            scale_down_policy=scaling.SCALE_DOWN_POLICY,
+        ),
+        out,
+        suffix="scaledobject",
+    )
+
+
+def keda_usage(
+    spec: LLMSpec, target: Target, count: scaling.Replicas, inputs: Inputs, out: Outcome
+) -> None:
+    """A Usage that keeps the cluster's KEDA Release while this model autoscales: turning
+    apps.keda off would otherwise uninstall KEDA under the model's ScaledObject, whose
+    finalizer only KEDA removes."""
+    # The cluster's own models (spec.parameters.models) need none: its program refuses
+    # apps.keda off while one of them autoscales, and its deletion removes them first.
+    if (
+        count.autoscaled
+        and target.cluster
+        and target.keda_release
+        and not composed_by_cluster(inputs.xr, target.cluster)
+    ):
+        out.resources[KEDA_USAGE] = resources.usage(
+            name=resources.dns_label(f"{spec.name}-uses-{target.keda_release}"),
+            of={
+                "apiVersion": "helm.m.crossplane.io/v1beta1",
+                "kind": "Release",
+                "resourceRef": {"name": target.keda_release},
+            },
+            model_claim=spec.name,
+            replay_deletion=True,
+        )
+
+
+def pod_secret_env(spec: LLMSpec, secrets: Secrets) -> list[tuple[str, tuple[str, str]]]:
+    """The Secrets such a pod reads: the Hugging Face token (the download's) and the API key
+    (vLLM's envs.VLLM_API_KEY). A key not copied yet is pointed at anyway, so the pods wait
+    for the copy (fail closed) instead of serving without one."""
+    api_key = secrets.api_key
+    if spec.api_key_secret is not None and api_key is None:
+        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
+    out = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
+    if api_key:
+        out.append(("VLLM_API_KEY", api_key))
+    return out
+
+
+def pod_env(spec: LLMSpec, plan: sizing.Plan) -> list[tuple[str, str]]:
+    """The plan's and the claim's variables; the weights come from the pod's cache, so vLLM
+    stays offline."""
+    return [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
+
+
+def pod_cache_fill(spec: LLMSpec, cache: storage.CachePlan) -> dict[str, Any]:
+    """How such a pod's init container fills its model cache, and how long its vLLM may then
+    take to start: twice the estimated start (weights read at the stated rate plus
+    storage.ENGINE_INIT_S), since the init container has downloaded before the probes run."""
+    return {
+        "fetch_args": [spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
+        "fetch_requests": {
+            "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
+            "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
+        },
+        "fetch_memory_limit": sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
+        "startup_budget_s": 2 * cache.start_s,
+    }
+
+
+def serve_args(
+    spec: LLMSpec,
+    facts: catalog.ModelFacts | None,
+    plan: sizing.Plan,
+    max_len: int | None,
+    extra: list[str],
+    port: int = resources.ENGINE_PORT,
+) -> list[str]:
+    """`vllm serve` for such a pod, from the plan."""
+    return resources.vllm_serve_args(
+        model=spec.model,
+        tensor_parallel=plan.tensor_parallel_size,
+        nodes=plan.nodes,
+        max_model_len=max_len,
+        dtype=plan.dtype,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        enable_prefix_caching=plan.enable_prefix_caching,
+        enable_chunked_prefill=plan.enable_chunked_prefill,
+        tool_call_parser=facts.tool_call_parser if facts else None,
+        extra_args=extra,
+        port=port,
+    )
+
+
+def no_takeover(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
+    """Compose nothing over an object that exists and is not this claim's
+    (function/policy/ownership.py): a new control-plane object only once Crossplane has shown it
+    absent or ours; a new Object on another cluster observe-only until the provider has shown
+    the same there."""
+    claim_owner = ownership.owner(spec.namespace, spec.name)
+    xr_uid = dig(inputs.xr, "metadata", "uid")
+    where = (
+        f"InferenceCluster {target.cluster}"
+        if target.cluster
+        else f"the cluster of ProviderConfig {target.provider_config}"
+    )
+    for key, desired in out.resources.items():
+        kind = desired.get("kind", "")
+        name = dig(desired, "metadata", "name")
+        namespace = dig(desired, "metadata", "namespace") or spec.namespace
+        observed = inputs.observed.get(key)
+        if observed is None:
+            requirement = f"existing-{key}"
+            out.requirements[requirement] = {
+                "apiVersion": desired.get("apiVersion", ""),
+                "kind": kind,
+                "matchName": name,
+                "namespace": namespace,
+            }
+            found = inputs.required.get(requirement)
+            why = ownership.foreign_on_control_plane(found[0], xr_uid) if found else None
+            if why:
+                raise SpecError(
+                    "metadata.name",
+                    spec.name,
+                    f"metadata.name: {kind} {namespace}/{name} already exists and {why}; the "
+                    "claim does not take it over. Give the claim another name, or delete or "
+                    f"rename that {kind}",
+                )
+        manifest = dig(desired, "spec", "forProvider", "manifest")
+        if kind != "Object" or not manifest or key == NAMESPACE + target.suffix:
+            continue  # on the control plane; the namespace is created once, never taken
+        state = ownership.remote(observed, claim_owner)
+        if state.state == "probing":
+            desired["spec"]["managementPolicies"] = list(ownership.PROBE_POLICIES)
+        elif state.state == "foreign":
+            found_owner = (
+                f"it belongs to {state.found_owner}"
+                if state.found_owner
+                else f"it has no {ownership.OWNER_ANNOTATION} annotation"
+            )
+            what = f"{manifest.get('kind', '')} {dig(manifest, 'metadata', 'namespace')}/"
+            what += str(dig(manifest, "metadata", "name"))
+            raise SpecError(
+                "metadata.name",
+                spec.name,
+                f"metadata.name: {what} already exists on {where} and {found_owner}; the "
+                f"claim does not take it over. Give the claim another name (or another "
+                f"{P}.targetNamespace), or remove that object there",
+            )
+
+
+def composed_by_cluster(xr: dict[str, Any], cluster: str) -> bool:
+    """Whether this LLMInference is one of `cluster`'s own models (spec.parameters.models):
+    its controller is that InferenceCluster. Such a model must not block its cluster's
+    deletion, which deletes it first."""
+    owners = dig(xr, "metadata", "ownerReferences")
+    return any(
+        isinstance(o, dict)
+        and o.get("controller") is True
+        and o.get("kind") == CLUSTER_KIND
+        and o.get("name") == cluster
+        for o in owners or []
+    )

@@ -1,0 +1,1 @@
+"""Backend llmd: llm-d serves the model through the Gateway API Inference Extension."""

@@ -1,0 +1,1 @@
+"""Where a model runs: the target cluster, placement, the models beside it."""

@@ -1,0 +1,1 @@
+"""What the function knows about models: catalog, the Hub, configs, KV cache, sizing."""

@@ -1,0 +1,1 @@
+"""What a claim may say and do: tenancy, ownership, engine arguments, secrets."""

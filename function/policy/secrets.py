@@ -1,0 +1,50 @@
+"""Secrets travel by reference only: the Secrets a model's pods read (as name and key on the
+target), and which may be copied to another cluster (only plain ones, never a cluster's
+credentials)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from function.cluster.target import (
+    Target,
+)
+from function.spec import (
+    SecretRef,
+)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The Secrets the pods on the target read, as (name, key) there: the originals on the
+    control plane, or each model's own copies on another cluster. None: none (or not yet
+    copied)."""
+
+    hf_token: tuple[str, str] | None
+    api_key: tuple[str, str] | None
+
+
+# Secret types that may be copied to another cluster: only plain (Opaque) ones, never a
+# service account token, a registry credential or a Crossplane connection secret.
+_COPYABLE_TYPES = (None, "", "Opaque")
+
+
+def secret_problem(ref: SecretRef, field: str, found: dict[str, Any], target: Target) -> str | None:
+    """Why the Secret `ref` may not be copied to another cluster, or None."""
+    kind = found.get("type")
+    where = f"Secret {found.get('metadata', {}).get('namespace', '')}/{ref.name}"
+    if ref.name in target.credential_secrets:
+        return (
+            f"{field}: {where} holds the credentials of InferenceCluster {target.cluster}; "
+            "it is never copied to a cluster. Put the token in a Secret of its own"
+        )
+    if kind not in _COPYABLE_TYPES:
+        return (
+            f"{field}: {where} is of type {kind}; only Opaque Secrets are copied to another "
+            "cluster. Put the token in an Opaque Secret (kubectl create secret generic)"
+        )
+    data = {**(found.get("data") or {}), **(found.get("stringData") or {})}
+    if ref.key not in data:
+        return f"{field}: {where} has no key {ref.key!r}; set {field}.key to one it has"
+    return None
