@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function.backends import resources
+from function.backends import cache_objects, resources
 from function.backends.base import Fetch
 from function.backends.common import place
 from function.cluster.target import (
@@ -33,7 +33,7 @@ def fetch_job(
     inputs: Inputs,
 ) -> Fetch:
     remote = target.provider_config is not None
-    job = resources.fetch_job_name(name, spec.model, image, hf_token, spec.engine.revision)
+    job = cache_objects.fetch_job_name(name, spec.model, image, hf_token, spec.engine.revision)
     key = f"{FETCH}-{job.rsplit('-', 1)[-1]}{target.suffix}"
     status = dig(observed_manifest(inputs.observed.get(key), remote), "status")
     succeeded = dig(status, "succeeded")
@@ -176,7 +176,7 @@ def place_cache(
         spec,
         target,
         key,
-        resources.model_cache_claim(
+        cache_objects.model_cache_claim(
             name=claim,
             namespace=target.namespace,
             model=spec.model,
@@ -191,7 +191,7 @@ def place_cache(
         spec,
         target,
         fetch.key.removesuffix(target.suffix),
-        resources.model_fetch_job(
+        cache_objects.model_fetch_job(
             name=claim,
             job_name=fetch.job,
             namespace=target.namespace,
@@ -211,7 +211,7 @@ def place_cache(
         ),
         out,
         suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
-        readiness_cel=resources.JOB_DONE_CEL,
+        readiness_cel=cache_objects.JOB_DONE_CEL,
         watch=True,
     )
 

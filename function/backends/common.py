@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from function.backends import resources
+from function.backends import pods, resources
 from function.cluster.target import (
     CLUSTER_KIND,
     Target,
@@ -280,7 +280,7 @@ def serve_args(
     port: int = resources.ENGINE_PORT,
 ) -> list[str]:
     """`vllm serve` for such a pod, from the plan."""
-    return resources.vllm_serve_args(
+    return pods.vllm_serve_args(
         model=spec.model,
         tensor_parallel=plan.tensor_parallel_size,
         nodes=plan.nodes,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from function.backends import resources
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
@@ -11,6 +14,7 @@ from function.backends.cache import (
     fetch_job,
     place_cache,
 )
+from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT
 from function.backends.common import (
     RUNTIME_SCALE_TARGET,
     cluster_usage,
@@ -23,6 +27,15 @@ from function.backends.common import (
     place,
     scaler,
 )
+from function.backends.resources import (
+    CONFIG_HASH_ANNOTATION,
+    ENGINE_PORT,
+    GPU_TOLERATION,
+    config_hash,
+    engine_affinity,
+    object_metadata,
+    split_image,
+)
 from function.cluster.target import (
     dig,
 )
@@ -31,6 +44,154 @@ from function.outcome import Outcome, observed_manifest
 from function.plan import storage
 from function.policy import engine_args
 from function.policy.engine import planned_max_model_len, vllm_args
+
+# Ready means serving: at least one engine replica passed its /health readiness probe.
+RUNTIME_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
+
+
+def vllm_runtime(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    gpus: int,
+    cpu: str,
+    memory: str,
+    shm_size: str,
+    dtype: str,
+    gpu_memory_utilization: float,
+    max_model_len: int | None,
+    tool_call_parser: str | None,
+    enable_prefix_caching: bool,
+    enable_chunked_prefill: bool,
+    extra_args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    engine_secret: tuple[str, str] | None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    cache: tuple[str, str | None] | None = None,
+    cache_access_mode: str = "ReadWriteOnce",
+    replicas: int | None = 1,
+    runtime_class: str | None = None,
+) -> dict[str, Any]:
+    """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
+    pinned commit (operator/internal/controller/vllmruntime_controller.go):
+
+    - `nodeSelectorTerms` is always set: its update check dereferences the pod's node
+      affinity and panics without it (then it never writes status);
+    - it rolls the Deployment out only for changes of the model, port, image, resources,
+      node affinity, tolerations, runtime class, `/dev/shm` or pod annotations, never of the
+      other arguments or variables: a pod annotation carries a digest of the whole spec, so
+      every change rolls out;
+    - the labels never change (`labels`);
+    - `cache` (size, storage class) mounts the model cache claim, named after the runtime as
+      the controller expects, at /data; the size must be the claim's current size (the
+      controller rewrites the claim when they differ, which the API server refuses);
+    - `replicas` 0 while the model downloads: the Deployment exists, no pod starts; None
+      when KEDA owns the count (autoscaling): the field is left out, so the apply never
+      takes it back from the autoscaler (`omit_replicas`);
+    - `runtime_class`: the cluster's RuntimeClass for GPU pods (None: the CRD's default,
+      `nvidia`, which the NVIDIA GPU Operator creates);
+    - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
+      variable `ENGINE_SECRET_ENV` (`model.hfTokenSecret`): the Hugging Face token, or vLLM's
+      API key when the claim sets one (the download Job fetched the weights then).
+    """
+    registry, image_name = split_image(image)
+    model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
+    if max_model_len:
+        model_spec["maxModelLen"] = max_model_len
+    if tool_call_parser:
+        model_spec["enableTool"] = True
+        model_spec["toolCallParser"] = tool_call_parser
+    if engine_secret:
+        model_spec["hfTokenSecret"] = {
+            "hfTokenSecretName": engine_secret[0],
+            "hfTokenKeyName": engine_secret[1],
+        }
+    vllm_config: dict[str, Any] = {
+        # The operator sets VLLM_USE_V1=0 unless v1 is true; vLLM's V0 engine is gone.
+        "v1": True,
+        "port": ENGINE_PORT,
+        "gpuMemoryUtilization": f"{gpu_memory_utilization:g}",
+        # The operator passes --no-enable-* when these are false: state them explicitly.
+        "enablePrefixCaching": enable_prefix_caching,
+        "enableChunkedPrefill": enable_chunked_prefill,
+    }
+    if gpus > 1:
+        vllm_config["tensorParallelSize"] = gpus
+    if extra_args:
+        vllm_config["extraArgs"] = list(extra_args)
+    env = [*(CACHE_ENV if cache else ()), *env]
+    if env:
+        vllm_config["env"] = [{"name": k, "value": v} for k, v in env]
+    deployment: dict[str, Any] = {
+        **({"replicas": replicas} if replicas is not None else {}),
+        # A rolling update needs a second set of GPUs that a GPU pool rarely has free.
+        "deploymentStrategy": "Recreate",
+        "image": {"registry": registry, "name": image_name},
+        "resources": {"cpu": cpu, "memory": memory, "gpu": str(gpus)},
+        "shmSize": shm_size,
+        "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+    }
+    deployment["nodeSelectorTerms"] = engine_affinity(node_selector)
+    if runtime_class:
+        deployment["runtimeClass"] = runtime_class
+    spec: dict[str, Any] = {
+        "model": model_spec,
+        "vllmConfig": vllm_config,
+        "deploymentConfig": deployment,
+    }
+    if cache:
+        storage = {
+            "enabled": True,
+            "size": cache[0],
+            # The CRD defaults to ReadWriteMany, which most clouds' block storage cannot bind:
+            # always stated (function/plan/storage.py `one_claim_layout` picks it).
+            "accessMode": cache_access_mode,
+            "mountPath": CACHE_MOUNT,
+        }
+        if cache[1]:
+            storage["storageClassName"] = cache[1]
+        spec["storageConfig"] = storage
+    deployment["podAnnotations"] = {CONFIG_HASH_ANNOTATION: config_hash(spec)}
+    return {
+        "apiVersion": "production-stack.vllm.ai/v1alpha1",
+        "kind": "VLLMRuntime",
+        "metadata": object_metadata(name, namespace, model),
+        "spec": spec,
+    }
+
+
+def engine_command(runtime: Mapping[str, Any]) -> list[str]:
+    """The `vllm serve` command line the operator builds from a VLLMRuntime (same order as
+    its controller), for status: what will actually run."""
+    spec = runtime["spec"]
+    model, cfg = spec["model"], spec["vllmConfig"]
+    args = ["vllm", "serve", model["modelURL"], "--host", "0.0.0.0", "--port", str(cfg["port"])]
+    if model.get("enableTool"):
+        args.append("--enable-auto-tool-choice")
+    if model.get("toolCallParser"):
+        args += ["--tool-call-parser", model["toolCallParser"]]
+    args.append(
+        "--enable-chunked-prefill"
+        if cfg.get("enableChunkedPrefill")
+        else "--no-enable-chunked-prefill"
+    )
+    args.append(
+        "--enable-prefix-caching"
+        if cfg.get("enablePrefixCaching")
+        else "--no-enable-prefix-caching"
+    )
+    if model.get("maxModelLen"):
+        args += ["--max-model-len", str(model["maxModelLen"])]
+    if model.get("dtype"):
+        args += ["--dtype", model["dtype"]]
+    if cfg.get("tensorParallelSize"):
+        args += ["--tensor-parallel-size", str(cfg["tensorParallelSize"])]
+    if cfg.get("gpuMemoryUtilization"):
+        args += ["--gpu_memory_utilization", cfg["gpuMemoryUtilization"]]
+    return args + list(cfg.get("extraArgs", []))
 
 
 def build_production_stack(job: Build, out: Outcome) -> Engine:
@@ -66,7 +227,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # Face token: the weights are in the cache (the download Job used the token), so the
         # engine stays offline.
         env.append(("HF_HUB_OFFLINE", "1"))
-    runtime = resources.vllm_runtime(
+    runtime = vllm_runtime(
         name=name,
         namespace=target.namespace,
         model=spec.model,
@@ -119,7 +280,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
             runtime,
             out,
             suffix="runtime",
-            readiness_cel=resources.RUNTIME_READY_CEL,
+            readiness_cel=RUNTIME_READY_CEL,
             watch=True,
         )
     observed_scaler = inputs.observed.get(SCALER + target.suffix)
@@ -152,7 +313,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         kind="VLLMRuntime",
         name=name,
         key=RUNTIME,
-        command=resources.engine_command(runtime),
+        command=engine_command(runtime),
         image=image,
         max_model_len=runtime["spec"]["model"].get("maxModelLen")
         or ("auto" if given == "auto" else None),

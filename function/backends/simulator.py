@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from function.backends import resources
 from function.backends.base import Backend, Build, Engine
 from function.backends.common import (
@@ -13,6 +16,12 @@ from function.backends.common import (
     own_namespace,
     place,
     scaler,
+)
+from function.backends.resources import (
+    ENGINE_PORT,
+    MODEL_ANNOTATION,
+    labels,
+    object_metadata,
 )
 from function.cluster.target import (
     Target,
@@ -27,6 +36,82 @@ from function.spec import (
     LLMSpec,
     P,
 )
+
+# The production-stack operator runs /opt/venv/bin/vllm, which the simulator image lacks:
+# a simulated model is a Deployment and a Service shaped like the operator's (the engine's
+# labels for the router's discovery, a Service on port 80 to the pods' 8000, named after the
+# model), so the router, an Ingress and KEDA treat it as they treat a VLLMRuntime.
+SIMULATOR_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
+
+
+def simulator_deployment(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    replicas: int | None,
+    requests: Mapping[str, str],
+    limits: Mapping[str, str],
+    node_selector: Mapping[str, str] | None = None,
+    pod_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """llm-d's inference simulator as the engine: CPU only, non-root, ready once it answers
+    /health/ready (503 while a --startup-duration runs, like an engine loading weights).
+    `pod_labels`: an llm-d model's (its InferencePool selects them), else the engine's."""
+    pod_labels = dict(pod_labels or labels(name))
+    probe_port = {"port": "http"}
+    container: dict[str, Any] = {
+        "name": "simulator",
+        "image": image,
+        "args": list(args),
+        "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+        # The simulator names its pod in KV-cache events.
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            },
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *({"name": k, "value": v} for k, v in env),
+        ],
+        "resources": {"requests": dict(requests), "limits": dict(limits)},
+        "readinessProbe": {
+            "httpGet": {"path": "/health/ready", **probe_port},
+            "periodSeconds": 2,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", **probe_port},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    spec: dict[str, Any] = {
+        **({"replicas": replicas} if replicas is not None else {}),
+        "selector": {"matchLabels": dict(pod_labels)},
+        "template": {
+            "metadata": {"labels": dict(pod_labels), "annotations": {MODEL_ANNOTATION: model}},
+            "spec": {
+                "containers": [container],
+                **({"nodeSelector": dict(node_selector)} if node_selector else {}),
+            },
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_metadata(name, namespace, model),
+        "spec": spec,
+    }
 
 
 def build_simulated(job: Build, out: Outcome) -> Engine:
@@ -119,7 +204,7 @@ def place_simulator(
         spec,
         target,
         SIMULATOR,
-        resources.simulator_deployment(
+        simulator_deployment(
             name=name,
             namespace=target.namespace,
             model=spec.model,
@@ -133,7 +218,7 @@ def place_simulator(
         ),
         out,
         suffix="simulator",
-        readiness_cel=resources.SIMULATOR_READY_CEL,
+        readiness_cel=SIMULATOR_READY_CEL,
         watch=True,
     )
     return command

@@ -5,7 +5,7 @@ A CPU-only, OpenAI-compatible server that answers like vLLM and exports vLLM's m
 served name): the router discovers it, routes to it and KEDA scales it exactly as it would
 a GPU engine, on a laptop. The production-stack operator runs `/opt/venv/bin/vllm serve`,
 which the simulator image does not have, so a simulated model is a Deployment and a Service
-of our own (resources.simulator_deployment, resources.engine_service), with the engine's
+of our own (simulator.simulator_deployment, resources.engine_service), with the engine's
 labels so that the router finds it.
 
 Its flags are read from `simulator_flags.yaml` (the parser of the pinned release): the

@@ -4,7 +4,7 @@ that release's source by dot_inference/vllm_flags.py; function/policy/vllm_cli.p
 FlexibleArgumentParser does).
 
 The commands are taken from every example as the package renders it: a VLLMRuntime's as
-the production-stack operator builds it (resources.engine_command, the operator's order),
+the production-stack operator builds it (production_stack.engine_command, the operator's order),
 a LeaderWorkerSet's leader and workers as the kubelet passes them (the $(LWS_*) variables
 filled in)."""
 
@@ -18,7 +18,7 @@ from conftest import EXAMPLES, PACKAGE, ROOT, load_yaml
 
 from dot_inference.crossplane.documents import load_package
 from dot_inference.crossplane.render import render_in_package
-from function.backends import resources
+from function.backends import production_stack
 from function.policy import vllm_cli
 
 VERSIONS = (ROOT / "kcl" / "versions.k").read_text()
@@ -46,7 +46,7 @@ def _commands() -> list[tuple[str, list[str]]]:
             for obj in result.composed:
                 m = _manifests(obj)
                 if m.get("kind") == "VLLMRuntime":
-                    out.append((path.name, resources.engine_command(m)[3:]))
+                    out.append((path.name, production_stack.engine_command(m)[3:]))
                 elif m.get("kind") == "LeaderWorkerSet":
                     group = m["spec"]["leaderWorkerTemplate"]
                     for role, index in (("leaderTemplate", 0), ("workerTemplate", 1)):

@@ -23,6 +23,7 @@ from conftest import (
 
 from dot_inference.apiserver import validate_objects
 from function.backends.llmd import objects as llmd
+from function.backends.llmd import picker as epp
 from function.cluster.peers import REQUIREMENT as PEERS
 from function.cluster.place import PLACEMENT_REQUIREMENT
 from function.compose import compose
@@ -209,8 +210,8 @@ def test_without_a_host_the_model_answers_under_its_path_of_the_gateway() -> Non
 def test_every_profile_is_a_configuration_the_picker_accepts(
     profile: str, disaggregated: bool
 ) -> None:
-    config = llmd.epp_config(profile, disaggregated)
-    assert llmd.config_problems(config) == []
+    config = epp.epp_config(profile, disaggregated)
+    assert epp.config_problems(config) == []
     assert config["apiVersion"] == "llm-d.ai/v1alpha1" and config["kind"] == "EndpointPickerConfig"
     scorers = llmd_profiles.data()["profiles"][profile]["scorers"]
     for p in config["schedulingProfiles"]:
@@ -251,7 +252,7 @@ def test_every_profile_is_a_configuration_the_picker_accepts(
 def test_the_configuration_check_catches_what_the_picker_refuses(
     config: dict, problem: str
 ) -> None:
-    assert any(problem in p for p in llmd.config_problems(config)), llmd.config_problems(config)
+    assert any(problem in p for p in epp.config_problems(config)), epp.config_problems(config)
 
 
 def test_the_picker_configuration_is_the_claims_profile_and_restarts_it() -> None:
@@ -275,7 +276,7 @@ def test_the_picker_configuration_is_the_claims_profile_and_restarts_it() -> Non
 def yaml_config(out: Outcome) -> dict[str, Any]:
 
     (cm,) = of_kind(out, "ConfigMap")
-    return parse_yaml(cm["data"][llmd.EPP_CONFIG_FILE])
+    return parse_yaml(cm["data"][epp.EPP_CONFIG_FILE])
 
 
 def test_switching_backend_is_one_field() -> None:

@@ -28,6 +28,7 @@ from function.backends.common import (
     serve_args,
 )
 from function.backends.llmd import objects as llmd
+from function.backends.llmd import picker as epp
 from function.backends.simulator import place_simulator
 from function.cluster.target import (
     Target,
@@ -210,15 +211,15 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         suffix="engines",
     )
     for key, manifest in zip(
-        LLMD_ROUTER_IDENTITY, llmd.router_identity(name=router, **meta), strict=True
+        LLMD_ROUTER_IDENTITY, epp.router_identity(name=router, **meta), strict=True
     ):
         place(spec, target, key, manifest, out, suffix=key)
-    config = llmd.epp_config_text(spec.llmd_profile, disaggregated)
+    config = epp.epp_config_text(spec.llmd_profile, disaggregated)
     place(
         spec,
         target,
         LLMD_PICKER_CONFIG,
-        llmd.epp_config_map(name=picker, text=config, **meta),
+        epp.epp_config_map(name=picker, text=config, **meta),
         out,
         suffix="epp-config",
     )
@@ -226,7 +227,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         spec,
         target,
         LLMD_PICKER,
-        llmd.epp_deployment(
+        epp.epp_deployment(
             name=picker,
             image=inputs.picker_image,
             pool=name,
@@ -237,13 +238,13 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         ),
         out,
         suffix="epp",
-        readiness_cel=llmd.EPP_READY_CEL,
+        readiness_cel=epp.EPP_READY_CEL,
     )
     place(
         spec,
         target,
         LLMD_PICKER_SERVICE,
-        llmd.epp_service(name=picker, **meta),
+        epp.epp_service(name=picker, **meta),
         out,
         suffix="epp-service",
     )
@@ -251,7 +252,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         spec,
         target,
         LLMD_POOL,
-        llmd.inference_pool(name=name, picker=picker, **meta),
+        epp.inference_pool(name=name, picker=picker, **meta),
         out,
         suffix="pool",
     )
@@ -260,7 +261,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         spec,
         target,
         LLMD_ROUTE,
-        llmd.http_route(
+        epp.http_route(
             name=name,
             pool=name,
             gateway=target.llmd_gateway,
@@ -270,7 +271,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         ),
         out,
         suffix="route",
-        readiness_cel=llmd.ROUTE_READY_CEL,
+        readiness_cel=epp.ROUTE_READY_CEL,
     )
     group, key, command = main
     if count.autoscaled and (ready or held):

@@ -1,0 +1,243 @@
+"""The model cache's objects: its claims (one, or a template per pod), the fetch Job and the
+init container that fill them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from function.backends.resources import (
+    ENGINE_SECRET_ENV,
+    GPU_TOLERATION,
+    engine_affinity,
+    labels,
+    object_metadata,
+)
+from function.plan import model_fetch
+
+# The model cache volume inside the engine and the download Job: the Hugging Face cache
+# (weights) and vLLM's own cache (torch.compile, CUDA graphs) live there.
+CACHE_MOUNT = "/data"
+
+
+CACHE_ENV = (("HF_HOME", f"{CACHE_MOUNT}/huggingface"), ("VLLM_CACHE_ROOT", f"{CACHE_MOUNT}/vllm"))
+
+
+# The download Job's program (function/plan/model_fetch.py), run by the engine image's Python.
+def _program(path: Path) -> str:
+    """A module's source without its docstring (documentation stays in the file)."""
+    import ast
+
+    source = path.read_text()
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        source = "\n".join(source.splitlines()[body[0].end_lineno :])
+    return source.strip() + "\n"
+
+
+FETCH_SCRIPT = _program(Path(model_fetch.__file__))
+
+
+ENGINE_PYTHON = "/opt/venv/bin/python"
+
+
+# Ready means the download finished.
+JOB_DONE_CEL = "has(object.status.succeeded) && object.status.succeeded >= 1"
+
+
+def model_cache_claim(
+    *,
+    name: str,
+    namespace: str,
+    model: str,
+    size: str,
+    class_name: str | None,
+    access_mode: str = "ReadWriteOnce",
+) -> dict[str, Any]:
+    """The model cache: a claim named after the runtime (the controller mounts the claim of
+    that name), ReadWriteOnce or, shared by pods on several nodes, ReadWriteMany."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": object_metadata(name, namespace, model, component="model-cache"),
+        "spec": _cache_claim_spec(size, class_name, access_mode),
+    }
+
+
+def _cache_claim_spec(
+    size: str, class_name: str | None, access_mode: str = "ReadWriteOnce"
+) -> dict[str, Any]:
+    return {
+        "accessModes": [access_mode],
+        "resources": {"requests": {"storage": size}},
+        **({"storageClassName": class_name} if class_name else {}),
+    }
+
+
+def fetch_job_name(
+    name: str,
+    model: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    revision: str | None = None,
+) -> str:
+    """The download Job's name: a digest of what it downloads with, so a change runs a new
+    Job (a Job's template cannot change)."""
+    what = [model, image, hf_token] + ([revision] if revision else [])
+    digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:8]
+    return f"{name[:47].rstrip('-')}-fetch-{digest}"
+
+
+def model_fetch_job(
+    *,
+    name: str,
+    job_name: str,
+    namespace: str,
+    model: str,
+    image: str,
+    hf_token: tuple[str, str] | None,
+    node_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    deadline_seconds: int,
+    requests: Mapping[str, str],
+    memory_limit: str,
+    revision: str | None = None,
+    colocate: bool = False,
+) -> dict[str, Any]:
+    """A Job that downloads `model` (at `revision`, the one the engine's --revision names)
+    into the cache claim `name`, on the GPU pool (so a zonal
+    volume lands where the engine can run), next to the engine's pod when one runs (a
+    ReadWriteOnce volume attaches to one node): required when `colocate` (an engine mounts the
+    ReadWriteOnce claim now, so the Job could run nowhere else), preferred otherwise."""
+    env: list[dict[str, Any]] = [
+        {"name": k, "value": v} for k, v in CACHE_ENV if k == "HF_HOME"
+    ] + [
+        # hf_xet keeps a chunk cache (10 GB by default) under HF_HOME: not on the cache volume.
+        {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+    ]
+    if hf_token:
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": hf_token[0], "key": hf_token[1]}},
+            }
+        )
+    metadata = object_metadata(job_name, namespace, model, component="model-fetch")
+    term = {
+        "labelSelector": {"matchLabels": {"app": name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    # The pods are the runtime's (its name), in the model-fetch component.
+    pod_labels = metadata["labels"] = labels(name) | {"app.kubernetes.io/component": "model-fetch"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            # Each attempt resumes what the previous ones downloaded.
+            "backoffLimit": 6,
+            "activeDeadlineSeconds": deadline_seconds,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    # The pod ends by the same deadline even if its Job is deleted with
+                    # orphaned dependents (a Job's default propagation policy).
+                    "activeDeadlineSeconds": deadline_seconds,
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": engine_affinity(node_selector)
+                            }
+                        },
+                        # The controller labels the engine's pods `app: <runtime name>`.
+                        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+                        if colocate
+                        else {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 100, "podAffinityTerm": term}
+                            ]
+                        },
+                    },
+                    "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
+                    "containers": [
+                        {
+                            "name": "fetch",
+                            "image": image,
+                            "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model]
+                            + ([revision] if revision else []),
+                            "env": env,
+                            "resources": {
+                                "requests": dict(requests),
+                                "limits": {"memory": memory_limit},
+                            },
+                            "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "model-cache", "persistentVolumeClaim": {"claimName": name}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def model_fetch_container(
+    *,
+    image: str,
+    python: str,
+    fetch_args: Sequence[str],
+    fetch_requests: Mapping[str, str],
+    fetch_memory_limit: str,
+    secrets: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The init container that downloads the model into the pod's cache (resumable,
+    function/plan/model_fetch.py), with the engine image's own Python and Hugging Face client."""
+    return {
+        "name": "model-fetch",
+        "image": image,
+        "command": [python, "-c", FETCH_SCRIPT, *fetch_args],
+        "env": [
+            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
+            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
+            *(dict(s) for s in secrets if s["name"] == ENGINE_SECRET_ENV),
+        ],
+        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
+        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
+    }
+
+
+# A pod's model cache is as large as the model: deleted with the pod, never left behind.
+CACHE_RETENTION = {"whenDeleted": "Delete", "whenScaled": "Delete"}
+
+
+def model_cache_claim_template(cache_size: str, cache_class: str | None) -> dict[str, Any]:
+    """The volumeClaimTemplate of a pod's own model cache."""
+    return {"metadata": {"name": "model-cache"}, "spec": _cache_claim_spec(cache_size, cache_class)}
+
+
+def per_pod_caches(
+    cache_size: str, cache_class: str | None, shared_claim: str | None
+) -> dict[str, Any]:
+    """A StatefulSet's or LeaderWorkerSet's own caches: a claim per pod (a cache as large as
+    the model: gone with the pod, not left behind), none when they share `shared_claim`."""
+    if shared_claim:
+        return {}
+    return {
+        "volumeClaimTemplates": [model_cache_claim_template(cache_size, cache_class)],
+        "persistentVolumeClaimRetentionPolicy": dict(CACHE_RETENTION),
+    }
+
+
+def with_shared_cache(pod: dict[str, Any], shared_claim: str | None) -> dict[str, Any]:
+    """A pod spec whose `model-cache` volume is the shared claim (else its own template's)."""
+    if shared_claim:
+        pod["volumes"] = [
+            *pod["volumes"],
+            {"name": "model-cache", "persistentVolumeClaim": {"claimName": shared_claim}},
+        ]
+    return pod
