@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.backends import resources
+from function import kube
 from function.cluster.target import (
     dig,
 )
@@ -76,7 +76,7 @@ def keep_observed(inputs: Inputs, out: Outcome) -> None:
     """Keep what already runs: a missing cluster must not delete a serving model. Each object
     is returned as Crossplane must apply it (no status, no server-set metadata)."""
     for name, obj in inputs.observed.items():
-        out.resources[name] = resources.desired_from_observed(obj)
+        out.resources[name] = kube.desired_from_observed(obj)
 
 
 def observed_manifest(obj: dict[str, Any] | None, remote: bool) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from function.backends import cache_objects, resources
+from function import kube
+from function.backends import cache_objects
 from function.backends.base import Fetch
 from function.backends.common import place
 from function.cluster.target import (
@@ -263,7 +264,7 @@ def many_pods_cache(
     cache, _ = cache_plan(spec, target, facts, plan, inputs, layout, key)
     if layout.mode != "shared":
         return layout, cache, None
-    claim = resources.dns_label(f"{spec.name}-cache")
+    claim = kube.dns_label(f"{spec.name}-cache")
     fetch = fetch_job(spec, target, claim, image, hf_token, inputs)
     place_cache(
         spec,

@@ -9,14 +9,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from function.backends.resources import (
-    ENGINE_SECRET_ENV,
-    GPU_TOLERATION,
-    engine_affinity,
-    labels,
-    object_metadata,
-)
+from function.backends.resources import GPU_TOLERATION, engine_affinity, labels, object_metadata
 from function.plan import model_fetch
+from function.policy.engine import ENGINE_SECRET_ENV
 
 # The model cache volume inside the engine and the download Job: the Hugging Face cache
 # (weights) and vLLM's own cache (torch.compile, CUDA graphs) live there.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from function import kube
 from function.backends import pods, resources
 from function.cluster.target import (
     CLUSTER_KIND,
@@ -69,7 +70,7 @@ def copy_secrets(
         problem = secret_problem(ref, fields[kind], found[0], target)
         if problem:
             raise SpecError(fields[kind], ref.name, problem)
-        copy_name = resources.dns_label(f"{spec.name}-{kind}")
+        copy_name = kube.dns_label(f"{spec.name}-{kind}")
         secret, refs = resources.copied_secret(
             name=copy_name,
             namespace=target.namespace,
@@ -95,7 +96,7 @@ def place(
     wrap["watch"] = wrap.get("watch", False) and target.watch
     out.resources[key + target.suffix] = resources.wrap_in_object(
         ownership.annotate(manifest, ownership.owner(spec.namespace, spec.name)),
-        name=resources.dns_label(f"{spec.name}-{suffix}{target.suffix}"),
+        name=kube.dns_label(f"{spec.name}-{suffix}{target.suffix}"),
         provider_config=target.provider_config,
         **wrap,
     )
@@ -119,7 +120,7 @@ def own_namespace(spec: LLMSpec, target: Target, out: Outcome) -> None:
 def keep_engine(target: Target, key: str, observed: Any, autoscaled: bool, out: Outcome) -> None:
     """Compose the observed engine under `key` as it is (its pods keep serving), without the
     replica count when KEDA owns it."""
-    kept = resources.desired_from_observed(observed)
+    kept = kube.desired_from_observed(observed)
     remote = target.provider_config is not None
     out.resources[key + target.suffix] = without_replicas(kept, remote) if autoscaled else kept
 
@@ -159,7 +160,7 @@ def ingress(
 def cluster_usage(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
     if target.cluster and not composed_by_cluster(inputs.xr, target.cluster):
         out.resources[CLUSTER_USAGE] = resources.cluster_usage(
-            name=resources.dns_label(f"{spec.name}-uses-{target.cluster}"),
+            name=kube.dns_label(f"{spec.name}-uses-{target.cluster}"),
             cluster=target.cluster,
             model_claim=spec.name,
         )
@@ -226,7 +227,7 @@ def keda_usage(
         and not composed_by_cluster(inputs.xr, target.cluster)
     ):
         out.resources[KEDA_USAGE] = resources.usage(
-            name=resources.dns_label(f"{spec.name}-uses-{target.keda_release}"),
+            name=kube.dns_label(f"{spec.name}-uses-{target.keda_release}"),
             of={
                 "apiVersion": "helm.m.crossplane.io/v1beta1",
                 "kind": "Release",
@@ -243,7 +244,7 @@ def pod_secret_env(spec: LLMSpec, secrets: Secrets) -> list[tuple[str, tuple[str
     for the copy (fail closed) instead of serving without one."""
     api_key = secrets.api_key
     if spec.api_key_secret is not None and api_key is None:
-        api_key = (resources.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
+        api_key = (kube.dns_label(f"{spec.name}-{API_KEY}"), spec.api_key_secret.key)
     out = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
     if api_key:
         out.append(("VLLM_API_KEY", api_key))

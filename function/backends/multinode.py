@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from function.backends import resources
+from function import kube
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import many_pods_cache, per_pod_cache_status, shared_cache_status
 from function.backends.cache_objects import (
@@ -234,8 +234,8 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
         job.count,
         job.inputs,
     )
-    name = resources.dns_label(spec.name)
-    service = resources.dns_label(f"{spec.name}-leader")
+    name = kube.dns_label(spec.name)
+    service = kube.dns_label(f"{spec.name}-leader")
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
     remote = target.provider_config is not None
     layout, cache, shared = many_pods_cache(
@@ -258,7 +258,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
     # Pods on a shared claim have no claim templates: its size is not theirs.
     layout_key = f"shared/{class_name}" if shared else f"{cache_size}/{class_name}"
     digest = hashlib.sha256(layout_key.encode()).hexdigest()[:6]
-    group = f"{resources.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
+    group = f"{kube.dns_label(spec.name)[:36].rstrip('-')}-{digest}"
     key = f"{LWS}-{digest}"
     max_len = planned_max_model_len(spec, plan, out)
     args = serve_args(

@@ -7,12 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from function.backends.cache_objects import CACHE_ENV
-from function.backends.resources import (
-    ENGINE_PORT,
-    ENGINE_SECRET_ENV,
-    GPU_TOLERATION,
-    engine_affinity,
-)
+from function.backends.resources import ENGINE_PORT, GPU_TOLERATION, engine_affinity
+from function.policy.engine import ENGINE_SECRET_ENV
 
 # Set by LWS in every container: the leader's stable DNS name, the group's size and the pod's
 # index in it (kubernetes-sigs/lws v0.10.0 pkg/utils/pod/pod_utils.go).

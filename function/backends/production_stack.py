@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from function.backends import resources
+from function import kube
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
     cache_condition,
@@ -207,7 +207,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         job.count,
         job.inputs,
     )
-    name = resources.dns_label(spec.name)
+    name = kube.dns_label(spec.name)
     remote = target.provider_config is not None
     own_namespace(spec, target, out)
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
@@ -289,7 +289,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         scaler(spec, target, name, count, RUNTIME_SCALE_TARGET | {"name": name}, out)
     elif count.autoscaled and holding and observed_scaler is not None:
         # The engine kept serving while the new model downloads stays under KEDA.
-        out.resources[SCALER + target.suffix] = resources.desired_from_observed(observed_scaler)
+        out.resources[SCALER + target.suffix] = kube.desired_from_observed(observed_scaler)
     ingress(spec, target, name, out)
     cluster_usage(spec, target, inputs, out)
     keda_usage(spec, target, count, inputs, out)

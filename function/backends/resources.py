@@ -40,25 +40,8 @@ SERVICE_PORT = 80
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-# The variable the production-stack controller fills from `model.hfTokenSecret` (the only
-# one it takes from a Secret: vllmConfig.env holds literal values only).
-ENGINE_SECRET_ENV = "HF_TOKEN"
-
-
 # A namespace we create on a remote cluster may hold things we did not create: never delete it.
 NAMESPACE_POLICIES = ["Observe", "Create", "Update", "LateInitialize"]
-
-
-def dns_label(name: str) -> str:
-    """`name` as a DNS-1035 label (Service names): lowercase, [a-z0-9-], starts with a
-    letter, at most 63 characters; a short hash keeps shortened names distinct."""
-    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
-    if not label or not label[0].isalpha():
-        label = f"llm-{label}".rstrip("-")
-    if label == name and len(label) <= 63:
-        return label
-    digest = hashlib.sha256(name.encode()).hexdigest()[:5]
-    return f"{label[:57].rstrip('-')}-{digest}"
 
 
 def split_image(image: str) -> tuple[str, str]:
@@ -222,19 +205,6 @@ def wrap_in_object(
 # resourceVersion, generation, creationTimestamp, managedFields, ownerReferences,
 # finalizers) is the API server's or Crossplane's to set, and a server-side apply that
 # carries managedFields is rejected.
-_DESIRED_METADATA = ("name", "namespace", "generateName", "labels", "annotations")
-
-
-def desired_from_observed(observed: Mapping[str, Any]) -> dict[str, Any]:
-    """An observed object as a desired one: what it says (kind, metadata we set, spec and
-    the other content), without status and server-set metadata."""
-    out = {k: v for k, v in observed.items() if k not in ("status", "metadata")}
-    metadata = observed.get("metadata")
-    if isinstance(metadata, Mapping):
-        out["metadata"] = {k: metadata[k] for k in _DESIRED_METADATA if k in metadata}
-    return out
-
-
 def usage(
     *, name: str, of: Mapping[str, Any], model_claim: str, replay_deletion: bool = False
 ) -> dict[str, Any]:

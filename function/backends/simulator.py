@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from function import kube
 from function.backends import resources
 from function.backends.base import Backend, Build, Engine
 from function.backends.common import (
@@ -17,12 +18,7 @@ from function.backends.common import (
     place,
     scaler,
 )
-from function.backends.resources import (
-    ENGINE_PORT,
-    MODEL_ANNOTATION,
-    labels,
-    object_metadata,
-)
+from function.backends.resources import ENGINE_PORT, MODEL_ANNOTATION, labels, object_metadata
 from function.cluster.target import (
     Target,
 )
@@ -127,7 +123,7 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
     )
     # Not the claim's own name: the operator's Deployment and Service of a VLLMRuntime carry
     # that one, and a model switched to the simulator must not meet them.
-    name = resources.dns_label(f"{spec.name}-sim")
+    name = kube.dns_label(f"{spec.name}-sim")
     own_namespace(spec, target, out)
     ignored = [
         f

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from function.backends import resources
 from function.cluster.target import (
     Target,
 )
@@ -17,6 +16,10 @@ from function.spec import (
     P,
     SpecError,
 )
+
+# The variable the production-stack controller fills from `model.hfTokenSecret` (the only
+# one it takes from a Secret: vllmConfig.env holds literal values only).
+ENGINE_SECRET_ENV = "HF_TOKEN"
 
 # vLLM 0.17.1's flags for Mistral-format repositories (config/model.py tokenizer_mode and
 # config_format "mistral"; config/load.py load_format "mistral").
@@ -70,7 +73,7 @@ def vllm_args(
         # The controller's one variable from a Secret carries the key (see
         # build_production_stack); the kubelet expands $(HF_TOKEN) in the arguments, so the
         # manifest holds no key.
-        args += ["--api-key", f"$({resources.ENGINE_SECRET_ENV})"]
+        args += ["--api-key", f"$({ENGINE_SECRET_ENV})"]
     if facts is not None:
         if facts.trust_remote_code:
             args.append("--trust-remote-code")

@@ -1,6 +1,6 @@
 """llm-d's scheduling profiles and prefill/decode settings (llmd.yaml): which profile a claim
 may choose (spec.parameters.llmd.profile) and what each means to the endpoint picker, which
-the llm-d backend (function/backends/llmd.py) renders."""
+the llm-d backend (function/backends/llmd/) renders."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.backends import resources
+from function import kube
 from function.cluster import peers
 from function.cluster.target import (
     CLUSTER_API_VERSION,
@@ -179,4 +179,4 @@ def llmd_route(spec: LLMSpec, target: Target) -> tuple[str | None, str | None]:
     the cluster's Gateway."""
     if spec.ingress_host:
         return spec.ingress_host, None
-    return None, f"/{target.namespace}/{resources.dns_label(spec.name)}"
+    return None, f"/{target.namespace}/{kube.dns_label(spec.name)}"

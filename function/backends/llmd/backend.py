@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from function import kube
 from function.backends import resources
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
@@ -86,10 +87,10 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         )
     assert image and inputs.picker_image
     disaggregated = spec.disaggregation is not None
-    name = resources.dns_label(spec.name)
-    picker = resources.dns_label(f"{spec.name}-epp")
-    router = resources.dns_label(f"{spec.name}-llm-d")
-    engines = resources.dns_label(f"{spec.name}-engines")
+    name = kube.dns_label(spec.name)
+    picker = kube.dns_label(f"{spec.name}-epp")
+    router = kube.dns_label(f"{spec.name}-llm-d")
+    engines = kube.dns_label(f"{spec.name}-engines")
     meta = {"namespace": target.namespace, "model": spec.model, "labels_of": name}
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
     class_name = spec.storage.class_name or target.storage_class
@@ -111,7 +112,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     if simulate:
         # The simulator in place of vLLM, labelled as the pool's pods (no cache: nothing is
         # downloaded).
-        sim = resources.dns_label(f"{spec.name}-sim")
+        sim = kube.dns_label(f"{spec.name}-sim")
         args = place_simulator(
             spec,
             target,
