@@ -7,7 +7,7 @@ from __future__ import annotations
 from function.cluster.target import (
     Target,
 )
-from function.model import catalog, sizing
+from function.model import catalog, catalog_lookup, sizing
 from function.model.facts import as_run, model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
@@ -40,7 +40,7 @@ def plan_model(
 ) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
     facts, source = model_facts(spec, inputs, out)
     if facts is None and spec.gpu is None:
-        near = catalog.near_id(spec.model)
+        near = catalog_lookup.near_id(spec.model)
         raise SpecError(
             f"{P}.model",
             spec.model,
