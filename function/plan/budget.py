@@ -15,12 +15,11 @@ from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.plan.disaggregation import RolePlan, pd_roles
 from function.spec import (
-    Disaggregation,
     LLMSpec,
     P,
-    Role,
     SpecError,
 )
+from function.spec_serving import Disaggregation, Role
 
 
 def check_keda(spec: LLMSpec, target: Target) -> None:
