@@ -1,6 +1,6 @@
 """The memory model held to vLLM's own figures: the KV cache layout (function/model/kv_cache.py)
 against the blocks and tokens vLLM reported for the same models, and the non-KV memory
-(function/model/sizing.py) against the activation peak and non-torch memory it profiled.
+(function/model/vllm_memory.py) against the activation peak and non-torch memory it profiled.
 
 The runs are vLLM 0.19.0 on H100 (testdata/vllm/runs-0.19.0-h100.yaml, each with its log).
 The engine image carries vLLM 0.17.1 (kcl/versions.k); the allocator arithmetic is the same
@@ -19,7 +19,7 @@ import pytest
 from conftest import parse_yaml
 
 from function.limits import GpuShape
-from function.model import catalog_lookup, kv_cache, sizing
+from function.model import catalog_lookup, kv_cache, sizing, vllm_memory
 from function.model.catalog import GIB
 from function.model.kv_cache import Allocator, LayerGroup
 
@@ -84,7 +84,7 @@ def test_non_kv_memory_covers_what_vllm_profiled(run: dict) -> None:
     facts = catalog_lookup.lookup(run["model"])
     assert facts is not None
     engine = sizing.EngineSettings(gpu_memory_utilization=run["gpu_memory_utilization"])
-    memory = sizing._memory(facts, run["tp"], H100_019, engine, run["max_model_len"])
+    memory = vllm_memory.gpu_memory(facts, run["tp"], H100_019, engine, run["max_model_len"])
     assert memory.batched == 8192 and memory.seqs == 1024  # vLLM's H100 defaults
     # Weights: the checkpoint (or the measured load) within 1 %.
     assert memory.weights == pytest.approx(run["weights_gib"], rel=0.012)
