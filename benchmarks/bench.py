@@ -337,7 +337,7 @@ def bench_placement(runs: int) -> None:
     from function.cluster import placement
     from function.cluster.place import sizer as _sizer
     from function.limits import GPU_TYPES
-    from function.model import catalog, sizing
+    from function.model import catalog_lookup, sizing
     from function.spec import LLMSpec
 
     shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
@@ -352,7 +352,7 @@ def bench_placement(runs: int) -> None:
         for i in range(200)
     ]
     by_name = {c.name: c for c in clusters}
-    ids = catalog.catalog_ids()
+    ids = catalog_lookup.catalog_ids()
 
     def fill() -> tuple[int, float]:
         start = time.perf_counter()
@@ -364,7 +364,9 @@ def bench_placement(runs: int) -> None:
             size = sizers.get(model)
             if size is None:
                 spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
-                size = sizers[model] = _sizer(spec, catalog.lookup(model), sizing.EngineSettings())
+                size = sizers[model] = _sizer(
+                    spec, catalog_lookup.lookup(model), sizing.EngineSettings()
+                )
             decision = placement.place(clusters, size, 1, held=held)
             if decision.cluster is not None:
                 c = by_name[decision.cluster]

@@ -42,7 +42,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import hub_server  # noqa: E402
 
 from function.limits import GPU_TYPES, GpuShape  # noqa: E402
-from function.model import catalog, kv_cache, model_config, sizing  # noqa: E402
+from function.model import catalog, catalog_lookup, kv_cache, model_config, name_estimate, sizing  # noqa: E402
 from function.model.catalog import GIB  # noqa: E402
 from function.model.model_config import SAFETENSORS_BYTES  # noqa: E402
 
@@ -269,10 +269,10 @@ def replay_vllm(
 
 def measure(doc: dict[str, Any]) -> Row:
     mid = doc["id"]
-    cat = catalog.lookup(mid)
+    cat = catalog_lookup.lookup(mid)
     facts = cat or model_config.facts(hub_server.hub_model(doc))
     config = doc["files"]["config.json"]
-    name = catalog.estimate_from_name(mid)
+    name = name_estimate.estimate_from_name(mid)
     real = real_checkpoint_gib(doc)
     specs1 = vllm_specs(facts, config, 1)
     groups1 = vllm_groups(specs1, facts.hybrid_kv) if specs1 else []

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.model import catalog, model_config
+from function.model import catalog, catalog_lookup, model_config, name_estimate
 from function.outcome import Inputs, Outcome
 from function.policy import engine_args
 from function.spec import (
@@ -68,7 +68,7 @@ def hub_query(inputs: Inputs) -> HubQuery | None:
         return None
     if spec.engine.simulate:
         return None  # a simulated model is planned from the catalog or its name only
-    if catalog.lookup(spec.model) is not None or HF_TOKEN_REQUIREMENT not in inputs.required:
+    if catalog_lookup.lookup(spec.model) is not None or HF_TOKEN_REQUIREMENT not in inputs.required:
         return None
     token = secret_value(inputs.required[HF_TOKEN_REQUIREMENT], hub_token_ref(spec).key)
     return HubQuery(model=spec.model, revision=spec.engine.revision, token=token)
@@ -88,7 +88,7 @@ def model_facts(
     """The model's facts and where they come from: the catalog, the Hub (config.json and
     safetensors metadata, read by function/model/model_config.py) or the id alone. A model the Hub
     says does not exist is refused, with the catalog id it is likely a typo of."""
-    facts = catalog.lookup(spec.model)
+    facts = catalog_lookup.lookup(spec.model)
     if facts is not None:
         return facts, "catalog"
     ref = hub_token_ref(spec)
@@ -99,7 +99,7 @@ def model_facts(
         "namespace": spec.namespace,
     }
     answer = inputs.hub
-    near = catalog.near_id(spec.model)
+    near = catalog_lookup.near_id(spec.model)
     if answer is not None and answer.status == "found" and answer.model is not None:
         try:
             return model_config.facts(answer.model), "hub"
@@ -130,7 +130,7 @@ def model_facts(
             f"{P}.model: {spec.model} is not in the catalog, but {near} is: did you mean "
             f"it? As written, the model is sized from its name only"
         )
-    estimate = catalog.estimate_from_name(spec.model)
+    estimate = name_estimate.estimate_from_name(spec.model)
     return estimate, "estimated" if estimate is not None else "unknown"
 
 

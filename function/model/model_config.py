@@ -22,7 +22,7 @@ What vLLM (the engine image's version) reads, read the same way:
   the file list, else parameters x bytes from the safetensors metadata. A float32 model (no
   quantization) is served in 16 bits: its F32 parameters take 2 bytes on the GPU
   (config/model.py `_resolve_auto_dtype`).
-- Family (engine flags): by architecture, never by id alone (catalog.family_for).
+- Family (engine flags): by architecture, never by id alone (catalog_lookup.family_for).
 
 Every problem is a ConfigError naming what is missing; nothing here raises anything else.
 """
@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.model import catalog
-from function.model.catalog import GB, GIB, CatalogError, ModelFacts
+from function.model import catalog_lookup
+from function.model.catalog import GB, GIB, ModelFacts
+from function.model.catalog_loader import ArchRule, CatalogError
 
 # Bytes per element of each safetensors dtype (the Hub's metadata names them so).
 SAFETENSORS_BYTES: dict[str, float] = {
@@ -307,10 +308,8 @@ def _weights(model: HubModel, precision: str, quantized: bool) -> tuple[float, f
     return stored / GIB, served / GIB, how
 
 
-def _pick_task(
-    model: HubModel, family: str | None, rule: catalog.ArchRule, arch: str
-) -> tuple[str, str]:
-    fam_task = catalog.family_task(family) if family else None
+def _pick_task(model: HubModel, family: str | None, rule: ArchRule, arch: str) -> tuple[str, str]:
+    fam_task = catalog_lookup.family_task(family) if family else None
     if fam_task:
         return fam_task, f"family {family}"
     tag_task = PIPELINE_TASKS.get(model.pipeline_tag or "")
@@ -345,7 +344,7 @@ def _facts(model: HubModel) -> ModelFacts:
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch is None:
         raise ConfigError(f"config.json of {model.id} names no architectures")
-    rule = catalog.arch_rule(arch)
+    rule = catalog_lookup.arch_rule(arch)
     text = _text(config)
     where = f"config.json of {model.id}"
     layers = _int(text.get("num_hidden_layers")) or _int(text.get("n_layer"))
@@ -366,7 +365,7 @@ def _facts(model: HubModel) -> ModelFacts:
         raise ConfigError(f"{where} names neither head_dim nor hidden_size")
     precision, kv_dtype, quantized = _precision(config, text)
     model_type = str(text.get("model_type") or config.get("model_type") or "")
-    family = catalog.family_for(model.id, arch)
+    family = catalog_lookup.family_for(model.id, arch)
     task, task_from = _pick_task(model, family, rule, arch)
     pooling = task != "generate"
     length, length_key = context_length(model, text, pooling)
@@ -439,9 +438,9 @@ def _facts(model: HubModel) -> ModelFacts:
     ]
     if family is None:
         entry |= {"trust_remote_code": bool(config.get("auto_map")) and arch not in _known()}
-    return catalog.build(family, entry)
+    return catalog_lookup.build(family, entry)
 
 
 def _known() -> frozenset[str]:
     """Architectures the catalog names (vLLM serves them without remote code)."""
-    return catalog.known_architectures()
+    return catalog_lookup.known_architectures()

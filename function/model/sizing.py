@@ -37,10 +37,10 @@ import math
 from dataclasses import dataclass, replace
 
 from function.errors import FieldError
-from function.limits import GPU_TYPES, TENSOR_PARALLEL_CANDIDATES, GpuShape
-from function.model import kv_cache
-from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
-from function.model.kv_cache import Allocator
+from function.limits import TENSOR_PARALLEL_CANDIDATES, GpuShape
+from function.model import kv_cache, vllm_memory
+from function.model.catalog import ModelFacts
+from function.model.sizing_hints import HINTS, SPAN, bigger_gpu_hint, offer
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
@@ -49,44 +49,10 @@ GPU_PER_NODE_FIELD = "gpu.per_node"
 
 GPU_MEMORY_UTILIZATION = 0.9
 DTYPE = "auto"
-USEFUL_CONTEXT_TOKENS = 32768
 # A replica whose KV cache holds less than this context (or the model's own, when shorter) is
 # not worth starting: a system prompt, a few tool definitions and one answer. Between this
 # and USEFUL_CONTEXT_TOKENS a plan serves with a shorter context and says so.
 MIN_SERVING_TOKENS = 4096
-MAX_MODEL_LEN_MULTIPLE = 1024
-
-# What vLLM holds besides weights and KV cache, from its own start-up profile (the engine
-# image's vLLM reserves `gpu_memory_utilization x total - weights - activation peak -
-# non-torch memory` for the KV cache: vllm/v1/worker/gpu_worker.py
-# `determine_available_memory`). Figures from vLLM 0.19.0's raw start-up logs on H100 in
-# llm-d's planner repository (commit d3121e0, 31 runs; the sampler path, Triton top-k/top-p,
-# is the one vLLM 0.17.1 takes for 8 or more requests):
-# - the activation peak is the dummy sampler run over max_num_seqs x vocabulary logits:
-#   15.2-15.8 bytes per logit for dense models (Llama-3.1-8B 1.89 GiB, Qwen2.5-7B 2.21,
-#   gemma-2 3.62-3.66, gemma-3 3.89-3.99, phi-2 0.79 at 1024 x vocab), up to 16.2 where the
-#   forward pass adds a little; 16.5 covers every run;
-SAMPLER_BYTES_PER_LOGIT = 16.5
-# - mixture-of-experts layers keep fused-MoE workspaces of max_num_batched_tokens x top-k x
-#   (3 x expert width / TP) and x hidden, in the model dtype, on top of it (Mixtral-8x7B TP2
-#   1.21 GiB, Qwen3-30B-A3B 2.68, DeepSeek-V2-Lite 1.93, Llama-4-Scout TP4 3.19: within
-#   0.12 GiB, none under);
-# - a pooling model runs no sampler: its peak is one forward pass over max_num_batched_tokens
-#   (gate/up and activation of the MLP, 3 x intermediate / TP, plus 4 x hidden), 16-bit;
-# - non-torch memory (CUDA context growth, NCCL and custom all-reduce buffers) is 0.24-0.27
-#   GiB on one GPU and 2.07-2.21 GiB per GPU with tensor parallelism.
-NON_TORCH_GIB_SINGLE_GPU = 0.3
-NON_TORCH_GIB_TENSOR_PARALLEL = 2.25
-# CUDA graphs (0.6-1.8 GiB in the same logs) are captured after the KV cache is allocated,
-# in the memory gpu_memory_utilization leaves free, so they take nothing from the plan.
-#
-# The context is chosen below what the KV cache holds by this share of the KV memory (at
-# least KV_SAFETY_MIN_GIB): the activation figures above spread by 0.1-0.3 GiB between
-# vLLM versions and models, CUDA's total memory varies by up to 0.2 GiB with the driver
-# (function/limits.yaml takes the lowest cited), and weights load up to about 1 % above the
-# checkpoint. vLLM refuses to start when one request of max_model_len does not fit.
-KV_SAFETY_FRACTION = 0.10
-KV_SAFETY_MIN_GIB = 0.25
 # vLLM's batch defaults for its OpenAI server (vllm/engine/arg_utils.py `get_batch_defaults`):
 # GPUs of 70 GiB or more that are not A100s batch 8192 tokens and 1024 sequences, others
 # 2048 and 256.
@@ -94,15 +60,7 @@ LARGE_GPU_GIB = 70.0
 BATCH_DEFAULTS = {True: (8192, 1024), False: (2048, 256)}
 SMALL_EMBEDDING_PARAMS_B = 1.0
 MAX_GPU_MEMORY_GIB = 4096.0
-# The sampler's vocabulary when a model's is not known: Llama 3's, the middle of the catalog's
-# (32064 for Phi-3 up to 262208 for Gemma 3).
-DEFAULT_VOCAB = 128256
 MAX_GPUS_PER_NODE = 64
-
-# GPU sizes named in hints when nothing fits, smallest first (function/limits.yaml).
-KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = tuple(
-    sorted((g.memory_gib, g.name) for g in GPU_TYPES.values())
-)
 
 
 @dataclass(frozen=True)
@@ -170,23 +128,6 @@ class Plan:
         return self.nodes
 
 
-# Where a replica may span nodes, as refusals say it: placeholders in a SizingError's problem,
-# which `render` fills for the backend (an llm-d pod never spans nodes).
-SPAN = "{span}"
-MULTINODE = "{multinode}"
-_HINTS = {
-    SPAN: (
-        " (an InferenceCluster with apps.lws spans nodes)",
-        " (llm-d serves a replica from one pod)",
-    ),
-    MULTINODE: (
-        ", an InferenceCluster with apps.lws",
-        "; llm-d serves a replica from one pod: use the productionStack backend on an "
-        "InferenceCluster with apps.lws",
-    ),
-}
-
-
 class SizingError(FieldError):
     """A request that cannot be sized: the field, the value, and the `problem` with what would
     work. `names_field`: the message leads with the field (the claim's own count, not one
@@ -213,7 +154,7 @@ class SizingError(FieldError):
 
     def _say(self, field: str, one_pod: bool = False, bare: bool = False) -> str:
         text = self.template
-        for token, (spans, pod) in _HINTS.items():
+        for token, (spans, pod) in HINTS.items():
             text = text.replace(token, pod if one_pod else spans)
         return f"{field}{self.lead}{text}" if self.names_field and not bare else text
 
@@ -303,177 +244,6 @@ def valid_gpu_counts(facts: ModelFacts, max_gpus: int) -> list[int]:
     ]
 
 
-# --------------------------------------------------------------------------- memory model
-
-
-def _pooling(facts: ModelFacts) -> bool:
-    return facts.task != "generate"
-
-
-def _allocator(facts: ModelFacts, gpus: int, engine: EngineSettings, batched: int) -> Allocator:
-    kv_dtype = engine.kv_cache_dtype if engine.kv_cache_dtype != "auto" else facts.kv_cache_dtype
-    return Allocator(
-        tensor_parallel=gpus,
-        dtype_bytes=KV_DTYPE_BYTES.get(kv_dtype, 2),
-        max_num_batched_tokens=batched,
-        hybrid=facts.hybrid_kv,
-    )
-
-
-def _useful_tokens(facts: ModelFacts) -> int:
-    """The context a plan must hold to be useful: a long chat or agent turn; a pooling model
-    embeds whole inputs, so all of its context."""
-    if _pooling(facts):
-        return facts.context_length
-    return min(facts.context_length, USEFUL_CONTEXT_TOKENS)
-
-
-@dataclass(frozen=True)
-class _Memory:
-    """One GPU's memory as vLLM divides it, for `gpus` GPUs of a replica."""
-
-    gpus: int  # tensor parallel size
-    requested: float  # gpu_memory_utilization x total
-    weights: float
-    activation: float
-    non_torch: float
-    allocator: Allocator
-    batched: int
-    seqs: int
-    # Pipeline stages (nodes), and the share of the layers the largest stage holds: vLLM
-    # splits L layers into stages of ceil(L / pp) or fewer (vllm/distributed/utils.py
-    # get_pp_indices), so that stage holds that share of the weights and of every token's
-    # KV cache.
-    pipeline: int = 1
-    stage_share: float = 1.0
-
-    @property
-    def kv_budget(self) -> float:
-        """What vLLM gives the KV cache on this GPU."""
-        return self.requested - self.weights - self.activation - self.non_torch
-
-    @property
-    def safety(self) -> float:
-        return max(KV_SAFETY_FRACTION * max(self.kv_budget, 0.0), KV_SAFETY_MIN_GIB)
-
-    @property
-    def kv_usable(self) -> float:
-        """The KV cache the plan sizes the context for: the budget less the safety margin."""
-        return self.kv_budget - self.safety
-
-
-def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> float:
-    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT)."""
-    hidden = facts.hidden_size
-    if _pooling(facts):
-        width = 3 * (facts.intermediate_size or 4 * hidden) // gpus + 4 * hidden
-        return batched * width * 2 / GIB
-    vocab = facts.vocab_size or DEFAULT_VOCAB
-    peak = SAMPLER_BYTES_PER_LOGIT * seqs * vocab
-    if facts.experts_per_token and facts.moe_intermediate_size:
-        topk = facts.experts_per_token
-        peak += batched * topk * (3 * facts.moe_intermediate_size // gpus + hidden) * 2
-    return peak / GIB
-
-
-def _stage_share(facts: ModelFacts, pipeline: int) -> float:
-    """The share of the model's layers its largest pipeline stage holds."""
-    if pipeline <= 1 or not facts.layers:
-        return 1.0
-    return math.ceil(facts.layers / pipeline) / facts.layers
-
-
-def _memory(
-    facts: ModelFacts,
-    gpus: int,
-    gpu: GpuShape,
-    engine: EngineSettings,
-    max_model_len: int,
-    pipeline: int = 1,
-) -> _Memory:
-    batched, seqs = engine.batch(gpu, _pooling(facts), max_model_len)
-    return _Memory(
-        gpus=gpus,
-        pipeline=pipeline,
-        stage_share=_stage_share(facts, pipeline),
-        requested=gpu.memory_gib * engine.gpu_memory_utilization,
-        weights=facts.weights_gib * _stage_share(facts, pipeline) / gpus,
-        activation=_activation_gib(facts, gpus, batched, seqs),
-        non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
-        allocator=_allocator(facts, gpus, engine, batched),
-        batched=batched,
-        seqs=seqs,
-    )
-
-
-def _kv_gib(facts: ModelFacts, memory: _Memory, tokens: int) -> float:
-    """KV memory one request of `tokens` takes on one GPU (its pipeline stage's layers)."""
-    return (
-        kv_cache.request_bytes(facts.kv_layers, memory.allocator, tokens) / GIB * memory.stage_share
-    )
-
-
-def _required_gib(
-    facts: ModelFacts,
-    gpus: int,
-    gpu: GpuShape,
-    engine: EngineSettings,
-    tokens: int | None = None,
-    pipeline: int = 1,
-) -> tuple[float, _Memory]:
-    """GPU memory per GPU the model needs to serve one request of `tokens` (None: a useful
-    one), safety included, on `gpus` tensor-parallel GPUs x `pipeline` stages."""
-    tokens = tokens or _useful_tokens(facts)
-    memory = _memory(facts, gpus, gpu, engine, tokens, pipeline)
-    kv = _kv_gib(facts, memory, tokens)
-    need = memory.weights + memory.activation + memory.non_torch + kv
-    need += max(KV_SAFETY_MIN_GIB, kv * KV_SAFETY_FRACTION / (1 - KV_SAFETY_FRACTION))
-    if facts.min_vram_gib:
-        need = max(need, facts.min_vram_gib / (gpus * pipeline))
-    return need, memory
-
-
-def _fits(
-    facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings, pipeline: int = 1
-) -> bool:
-    need, memory = _required_gib(facts, gpus, gpu, engine, pipeline=pipeline)
-    return need <= memory.requested
-
-
-def _offer(gpu: GpuShape, gpus: int, engine: EngineSettings) -> str:
-    verb = "offers" if gpus == 1 else "offer"
-    util = engine.gpu_memory_utilization
-    return (
-        f"{gpus} x {gpu.memory_gib:g} GiB {_gpus_word(gpus)} at {util:g} "
-        f"utilisation {verb} {gpus * gpu.memory_gib * util:.0f} GiB"
-    )
-
-
-def _gpus_word(gpus: int) -> str:
-    return "GPU" if gpus == 1 else "GPUs"
-
-
-def _bigger_gpu_hint(facts: ModelFacts, gpus: int, engine: EngineSettings) -> str:
-    known = None
-    for size, label in KNOWN_GPU_SIZES:
-        shape = GpuShape(memory_gib=size, per_node=gpus, type=None, assumed=True)
-        if _fits(facts, gpus, shape, engine):
-            known = label
-            break
-    example = (
-        f" (e.g. {known})"
-        if known
-        else f" (larger than an H200: the model needs more than one node{MULTINODE})"
-    )
-    need, _ = _required_gib(
-        facts, gpus, GpuShape(memory_gib=1e6, per_node=gpus, type=None, assumed=True), engine
-    )
-    per_gpu = need / engine.gpu_memory_utilization
-    return (
-        f"{gpus} {_gpus_word(gpus)} with at least {math.ceil(per_gpu)} GiB each would do{example}"
-    )
-
-
 def choose_gpus(facts: ModelFacts, gpu: GpuShape, engine: EngineSettings | None = None) -> int:
     """The smallest valid GPU count whose memory holds the model; SizingError when none does."""
     engine = engine or EngineSettings()
@@ -488,15 +258,15 @@ def choose_gpus(facts: ModelFacts, gpu: GpuShape, engine: EngineSettings | None 
             f"{facts.attention_heads} attention heads of {facts.id} evenly",
         )
     for n in counts:
-        if _fits(facts, n, gpu, engine):
+        if vllm_memory.fits(facts, n, gpu, engine):
             return n
     most = counts[-1]
-    need, _ = _required_gib(facts, most, gpu, engine)
+    need, _ = vllm_memory.required_gib(facts, most, gpu, engine)
     raise SizingError(
         GPU_FIELD,
         None,
         f"{facts.id} needs about {need * most:.0f} GiB of GPU memory, more than "
-        f"a node offers: {_offer(gpu, most, engine)}; {_bigger_gpu_hint(facts, most, engine)}",
+        f"a node offers: {offer(gpu, most, engine)}; {bigger_gpu_hint(facts, most, engine)}",
     )
 
 
@@ -555,14 +325,6 @@ def _host_resources(facts: ModelFacts | None, gpus: int) -> tuple[str, str, str]
     return str(min(16, 2 * gpus + 2)), f"{memory}Gi", f"{shm}Gi"
 
 
-def _millicores(cpu: str) -> int:
-    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
-
-
-def _mib(memory: str) -> int:
-    return int(memory[:-2]) * 1024 if memory.endswith("Gi") else int(memory[:-2])
-
-
 def cpu_quantity(millicores: int) -> str:
     """Millicores in the form the API server writes (4000m is 4)."""
     return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
@@ -571,48 +333,6 @@ def cpu_quantity(millicores: int) -> str:
 def memory_quantity(mib: int) -> str:
     """MiB in the form the API server writes (8192Mi is 8Gi)."""
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
-
-
-def fit_to_node(plan: Plan, cpu_millicores: int, memory_mib: int, where: str) -> Plan:
-    """Lower the plan's cpu and memory to what one pod may request on the GPU node (and
-    shm to half the memory). `where` names the node for the message."""
-    cpu, memory = _millicores(plan.cpu), _mib(plan.memory)
-    room_cpu = max(100, cpu_millicores // 100 * 100)
-    room_memory = max(256, memory_mib // 256 * 256)
-    if cpu <= room_cpu and memory <= room_memory:
-        return plan
-    new_cpu, new_memory = min(cpu, room_cpu), min(memory, room_memory)
-    shm = min(_mib(plan.shm_size), new_memory // 2 // 256 * 256)
-    lowered = [
-        f"{name} {old} -> {new}"
-        for name, old, new in (
-            ("cpu", plan.cpu, cpu_quantity(new_cpu)),
-            ("memory", plan.memory, memory_quantity(new_memory)),
-        )
-        if old != new
-    ]
-    return replace(
-        plan,
-        cpu=cpu_quantity(new_cpu),
-        memory=memory_quantity(new_memory),
-        shm_size=memory_quantity(shm),
-        host_capped=f"{', '.join(lowered)} to fit {where}",
-    )
-
-
-def _max_model_len(facts: ModelFacts, memory: _Memory) -> int:
-    """The largest context one request of which fits the usable KV cache (the model's own
-    when it does; else a multiple of 1024, which every block size divides); 0 when not even
-    1024 tokens fit."""
-    return kv_cache.max_len(
-        facts.kv_layers,
-        memory.allocator,
-        # A stage holds 1/pipeline of every token: the whole model's tokens fit `pipeline`
-        # times this GPU's budget.
-        memory.kv_usable * GIB / memory.stage_share,
-        facts.context_length,
-        MAX_MODEL_LEN_MULTIPLE,
-    )
 
 
 def choose_topology(
@@ -630,15 +350,15 @@ def choose_topology(
     tp = max(valid_gpu_counts(facts, gpu.per_node) or [0])
     if tp and facts.task == "generate":
         for nodes in range(2, max_nodes + 1):
-            if _fits(facts, tp, gpu, engine, nodes):
+            if vllm_memory.fits(facts, tp, gpu, engine, nodes):
                 return tp, nodes
-    need, _ = _required_gib(facts, tp or gpu.per_node, gpu, engine, pipeline=max_nodes)
+    need, _ = vllm_memory.required_gib(facts, tp or gpu.per_node, gpu, engine, pipeline=max_nodes)
     total = need * (tp or gpu.per_node) * max_nodes
     raise SizingError(
         GPU_FIELD,
         None,
         f"{facts.id} needs about {total:.0f} GiB of GPU memory, more than the "
-        f"{max_nodes} nodes one replica may span offer: {_offer(gpu, gpu.per_node * max_nodes, engine)}"
+        f"{max_nodes} nodes one replica may span offer: {offer(gpu, gpu.per_node * max_nodes, engine)}"
         + ("" if facts.task == "generate" else " (pooling models run on one node)"),
     )
 
@@ -706,12 +426,12 @@ def plan(
     else:
         n, nodes = _checked_topology(facts, gpus, gpu, max_nodes)
 
-    need, _ = _required_gib(facts, n, gpu, engine, pipeline=nodes)
-    memory = _memory(facts, n, gpu, engine, facts.context_length, nodes)
-    max_model_len = _max_model_len(facts, memory) if memory.kv_usable > 0 else 0
-    pooling = _pooling(facts)
+    need, _ = vllm_memory.required_gib(facts, n, gpu, engine, pipeline=nodes)
+    memory = vllm_memory.gpu_memory(facts, n, gpu, engine, facts.context_length, nodes)
+    max_model_len = vllm_memory.max_model_len(facts, memory) if memory.kv_usable > 0 else 0
+    pooling = vllm_memory.pooling(facts)
     least = facts.context_length if pooling else min(facts.context_length, MIN_SERVING_TOKENS)
-    least_need, _ = _required_gib(facts, n, gpu, engine, least, nodes)
+    least_need, _ = vllm_memory.required_gib(facts, n, gpu, engine, least, nodes)
     fits = least_need <= memory.requested and max_model_len >= least
 
     warnings: list[str] = []
@@ -720,14 +440,14 @@ def plan(
     if not fits:
         message = (
             f"{facts.id} needs about {need * total:.0f} GiB of GPU memory; "
-            f"{_offer(gpu, total, engine)}"
+            f"{offer(gpu, total, engine)}"
         )
         larger = [
             c
             for c in valid_gpu_counts(facts, gpu.per_node)
-            if c > n and _fits(facts, c, gpu, engine)
+            if c > n and vllm_memory.fits(facts, c, gpu, engine)
         ]
-        hint = f"gpu: {larger[0]} would fit" if larger else _bigger_gpu_hint(facts, n, engine)
+        hint = f"gpu: {larger[0]} would fit" if larger else bigger_gpu_hint(facts, n, engine)
         shortfall = f"{message}; {hint}"
         warnings.append(shortfall)
     elif facts.context_known and max_model_len < facts.context_length:

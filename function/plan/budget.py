@@ -10,17 +10,16 @@ from function.cluster.target import (
     Target,
 )
 from function.limits import GpuShape
-from function.model import catalog, sizing
+from function.model import catalog_lookup, sizing
 from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.plan.disaggregation import RolePlan, pd_roles
 from function.spec import (
-    Disaggregation,
     LLMSpec,
     P,
-    Role,
     SpecError,
 )
+from function.spec_serving import Disaggregation, Role
 
 
 def check_keda(spec: LLMSpec, target: Target) -> None:
@@ -118,7 +117,7 @@ def peer_gpus(peer: peers.Peer, target: Target) -> int:
 @functools.lru_cache(maxsize=1024)
 def planned_pd_gpus(model: str, sides: tuple[tuple[int, int | None], ...], gpu: GpuShape) -> int:
     asked = sum(replicas * (gpus or 1) for replicas, gpus in sides)
-    facts = catalog.resolve(model)
+    facts = catalog_lookup.resolve(model)
     if facts is None or len(sides) != 2:
         return asked
     (p_replicas, p_gpu), (d_replicas, d_gpu) = sides
@@ -138,7 +137,7 @@ def planned_pd_gpus(model: str, sides: tuple[tuple[int, int | None], ...], gpu: 
 
 @functools.lru_cache(maxsize=4096)
 def planned_gpus(model: str, gpu: GpuShape, span: int) -> int:
-    facts = catalog.resolve(model)
+    facts = catalog_lookup.resolve(model)
     if facts is None:
         return 1
     try:

@@ -9,7 +9,7 @@ from function.cluster.target import (
     Target,
 )
 from function.limits import MAX_GPUS
-from function.model import catalog, sizing
+from function.model import catalog, node_fit, sizing
 from function.model.facts import model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
@@ -51,7 +51,7 @@ def plan_role(
             message = f"{where}: {message}"
         raise SpecError(where, gpus or spec.model, message) from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
-        plan = sizing.fit_to_node(
+        plan = node_fit.fit_to_node(
             plan,
             target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
             target.pod_memory_mib - storage.FETCH_MEMORY_MIB,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from function.cluster.target import (
     Target,
 )
-from function.model import catalog, sizing
+from function.model import catalog, catalog_lookup, node_fit, sizing
 from function.model.facts import as_run, model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
@@ -40,7 +40,7 @@ def plan_model(
 ) -> tuple[catalog.ModelFacts | None, sizing.Plan, str]:
     facts, source = model_facts(spec, inputs, out)
     if facts is None and spec.gpu is None:
-        near = catalog.near_id(spec.model)
+        near = catalog_lookup.near_id(spec.model)
         raise SpecError(
             f"{P}.model",
             spec.model,
@@ -65,7 +65,7 @@ def plan_model(
         raise SpecError(field, spec.model, f"{field}: {message}") from e
     if target.pod_cpu_millicores and target.pod_memory_mib:
         # Leave room for the model-cache Job, which may run beside the engine.
-        plan = sizing.fit_to_node(
+        plan = node_fit.fit_to_node(
             plan,
             target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
             target.pod_memory_mib - storage.FETCH_MEMORY_MIB,

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from function.spec import Autoscaling, P, SpecError
+from function.spec import P, SpecError
+from function.spec_serving import Autoscaling
 
 POLLING_INTERVAL_S = 15
 # One replica removed per minute after the delay: a queue-based signal drops to zero once

@@ -128,7 +128,7 @@ def check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
     """The KV cache holds the prompts: a claim's own engine settings may send it only inside
     the pod or to an address the platform team listed (InferenceCluster
     spec.parameters.tenancy.kvTransferHosts). Disaggregated models are wired by the
-    function, and their own settings are refused earlier (spec.py)."""
+    function, and their own settings are refused earlier (spec_serving.py)."""
     where = (
         f"spec.parameters.tenancy.kvTransferHosts of InferenceCluster "
         f"{spec.namespace}/{target.cluster}"

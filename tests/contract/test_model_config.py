@@ -7,7 +7,7 @@ from __future__ import annotations
 import hub_server
 import pytest
 
-from function.model import catalog, model_config
+from function.model import catalog_lookup, model_config
 from function.model.catalog import GIB
 from function.model.model_config import SAFETENSORS_BYTES, HubModel
 
@@ -32,7 +32,7 @@ def test_every_recorded_model_has_facts_from_its_config(model: str) -> None:
     assert provenance["config"].startswith(f"config.json of {model}@")
     assert facts.context_length > 0 and f"{facts.context_length} from" in provenance["context"]
     # The same model in the catalog (when it is) agrees with its config on the KV layout.
-    listed = catalog.lookup(model)
+    listed = catalog_lookup.lookup(model)
     if listed is not None:
         assert facts.kv_bytes_per_token == listed.kv_bytes_per_token
         assert facts.task == listed.task

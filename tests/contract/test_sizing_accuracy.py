@@ -25,10 +25,10 @@ def test_the_sizing_accuracy_targets_are_met(capsys) -> None:
 def test_the_replay_catches_a_plan_packed_beyond_vllms_memory(monkeypatch) -> None:
     """The benchmark can fail: plans made without the safety margin and with a smaller
     activation than vLLM's are refused by the replay."""
-    from function.model import sizing
+    from function.model import vllm_memory
 
-    monkeypatch.setattr(sizing, "KV_SAFETY_FRACTION", -0.15)
-    monkeypatch.setattr(sizing, "KV_SAFETY_MIN_GIB", -1.0)
-    monkeypatch.setattr(sizing, "SAMPLER_BYTES_PER_LOGIT", 10.0)
+    monkeypatch.setattr(vllm_memory, "KV_SAFETY_FRACTION", -0.15)
+    monkeypatch.setattr(vllm_memory, "KV_SAFETY_MIN_GIB", -1.0)
+    monkeypatch.setattr(vllm_memory, "SAMPLER_BYTES_PER_LOGIT", 10.0)
     rows = [sizing_accuracy.measure(d) for d in sizing_accuracy.recorded()]
     assert sum(len(r.refused) for r in rows) > 0

@@ -1,6 +1,6 @@
 """The memory model held to vLLM's own figures: the KV cache layout (function/model/kv_cache.py)
 against the blocks and tokens vLLM reported for the same models, and the non-KV memory
-(function/model/sizing.py) against the activation peak and non-torch memory it profiled.
+(function/model/vllm_memory.py) against the activation peak and non-torch memory it profiled.
 
 The runs are vLLM 0.19.0 on H100 (testdata/vllm/runs-0.19.0-h100.yaml, each with its log).
 The engine image carries vLLM 0.17.1 (kcl/versions.k); the allocator arithmetic is the same
@@ -19,7 +19,7 @@ import pytest
 from conftest import parse_yaml
 
 from function.limits import GpuShape
-from function.model import catalog, kv_cache, sizing
+from function.model import catalog_lookup, kv_cache, sizing, vllm_memory
 from function.model.catalog import GIB
 from function.model.kv_cache import Allocator, LayerGroup
 
@@ -40,7 +40,7 @@ OTHERS = {
 def _layout(model: str) -> tuple[tuple[LayerGroup, ...], int | None]:
     if model in OTHERS:
         return OTHERS[model]
-    facts = catalog.lookup(model)
+    facts = catalog_lookup.lookup(model)
     assert facts is not None, f"{model} left the catalog: drop its runs or keep the model"
     return facts.kv_layers, None
 
@@ -81,10 +81,10 @@ CATALOG_RUNS = [r for r in RUNS if r["model"] not in OTHERS]
 def test_non_kv_memory_covers_what_vllm_profiled(run: dict) -> None:
     """Weights, activation peak and non-torch memory per GPU are at least what vLLM
     measured, and not far above it (the estimate costs KV cache, not correctness)."""
-    facts = catalog.lookup(run["model"])
+    facts = catalog_lookup.lookup(run["model"])
     assert facts is not None
     engine = sizing.EngineSettings(gpu_memory_utilization=run["gpu_memory_utilization"])
-    memory = sizing._memory(facts, run["tp"], H100_019, engine, run["max_model_len"])
+    memory = vllm_memory.gpu_memory(facts, run["tp"], H100_019, engine, run["max_model_len"])
     assert memory.batched == 8192 and memory.seqs == 1024  # vLLM's H100 defaults
     # Weights: the checkpoint (or the measured load) within 1 %.
     assert memory.weights == pytest.approx(run["weights_gib"], rel=0.012)
@@ -107,7 +107,7 @@ def test_the_model_follows_the_pinned_vllm() -> None:
 def test_llama4_runs_without_the_hybrid_manager_in_the_pinned_vllm() -> None:
     """vLLM 0.17.1 keeps full-length KV on Llama 4's chunked layers: a request of 100K
     tokens takes 48 layers' worth, not 12."""
-    facts = catalog.lookup("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    facts = catalog_lookup.lookup("meta-llama/Llama-4-Scout-17B-16E-Instruct")
     assert facts is not None and facts.hybrid_kv is False
     alloc = Allocator(tensor_parallel=4, hybrid=facts.hybrid_kv)
     per_layer = 2 * 128 * 2 * 2  # 2 KV heads on a GPU of 4, K and V, 16-bit

@@ -1,4 +1,5 @@
-"""Table-driven tests of function/model/catalog.py and the data in function/model/catalog.yaml."""
+"""Table-driven tests of the catalog (function/model/catalog.py, catalog_loader.py,
+catalog_lookup.py, name_estimate.py) and the data in function/model/catalog.yaml."""
 
 from __future__ import annotations
 
@@ -8,19 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import parse_yaml
 
-from function.model.catalog import (
-    BYTES_PER_PARAM,
-    CATALOG_PATH,
-    CatalogError,
-    ModelFacts,
-    catalog_ids,
-    estimate_from_name,
-    kv_bytes_per_token,
-    load_catalog,
-    lookup,
-    near_id,
-    resolve,
-)
+from function.model.catalog import BYTES_PER_PARAM, ModelFacts, kv_bytes_per_token
+from function.model.catalog_loader import CATALOG_PATH, CatalogError, load_catalog
+from function.model.catalog_lookup import catalog_ids, lookup, near_id, resolve
+from function.model.name_estimate import estimate_from_name
 
 CATALOG_DATA = parse_yaml(CATALOG_PATH.read_text())
 # Each catalog entry as written, with its family's keys (what the entry inherits).

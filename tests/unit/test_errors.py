@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from function.errors import FieldError
-from function.model.sizing import MULTINODE, SPAN, SizingError
+from function.model.sizing import SizingError
+from function.model.sizing_hints import MULTINODE, SPAN
 
 FUNCTION = Path(__file__).resolve().parents[2] / "function"
 

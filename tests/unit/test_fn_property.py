@@ -11,7 +11,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from function.model.catalog import catalog_ids
+from function.model.catalog_lookup import catalog_ids
 
 json_scalars = (
     st.none()

@@ -783,7 +783,7 @@ def test_sizing_is_the_production_stacks() -> None:
     """The aggregated plan is sizing.plan's for the cluster's GPU on one node."""
     out = run(claim("Qwen/Qwen3-32B"))
     from function.limits import GPU_TYPES, GpuShape
-    from function.model.catalog import lookup
+    from function.model.catalog_lookup import lookup
 
     plan = sizing.plan(
         lookup("Qwen/Qwen3-32B"), None, GpuShape(GPU_TYPES["h100"].memory_gib, 8, "h100", False)
@@ -822,7 +822,7 @@ TRANSFERABLE = [
 
 @pytest.mark.parametrize(("model", "p", "d"), TRANSFERABLE)
 def test_shapes_nixl_moves_are_accepted(model: str, p: int, d: int) -> None:
-    from function.model.catalog import lookup
+    from function.model.catalog_lookup import lookup
     from function.plan.disaggregation import kv_transfer_problem as _kv_transfer_problem
     from function.spec import parse
 

@@ -17,7 +17,7 @@ from function.compose import compose
 from function.keys import LWS, LWS_SERVICE, SCALER
 from function.limits import GPU_TYPES, GpuShape
 from function.model import sizing
-from function.model.catalog import lookup
+from function.model.catalog_lookup import lookup
 from function.outcome import Inputs, Outcome
 from function.policy import vllm_cli
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from function.plan import scaling
-from function.spec import Autoscaling, SpecError
+from function.spec import SpecError
+from function.spec_serving import Autoscaling
 
 
 def autoscaling(low: int = 1, high: int = 4, metric: str = "waitingRequests", target: int = 3):

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from function.limits import ASSUMED_GPU, GPU_TYPES, GpuShape
-from function.model.catalog import catalog_ids, lookup, resolve
+from function.model.catalog_lookup import catalog_ids, lookup, resolve
 from function.model.sizing import (
     GPU_FIELD,
     Plan,

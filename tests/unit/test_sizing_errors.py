@@ -10,7 +10,7 @@ from conftest import request, run
 from crossplane.function import resource
 
 from function.limits import GPU_TYPES, GpuShape
-from function.model import catalog, kv_cache, sizing
+from function.model import catalog, catalog_lookup, kv_cache, sizing
 from function.model.catalog import GIB
 
 
@@ -21,7 +21,7 @@ def shape(gpu: str, per_node: int = 8) -> GpuShape:
 
 
 def facts(model: str) -> catalog.ModelFacts:
-    found = catalog.lookup(model)
+    found = catalog_lookup.lookup(model)
     assert found is not None, model
     return found
 

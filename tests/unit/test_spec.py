@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from function.limits import MAX_GPUS_MULTI_NODE
-from function.spec import EngineOverrides, SecretRef, SpecError, parse
+from function.spec import SecretRef, SpecError, parse
+from function.spec_engine import EngineOverrides
 
 
 def xr(**params: object) -> dict:

@@ -1,0 +1,30 @@
+"""What every check of an LLMInference spec shares: the path of its parameters (``P``), the
+one error a spec problem raises (``SpecError``), and how a value reads in a message."""
+
+from __future__ import annotations
+
+from function.errors import FieldError
+
+P = "spec.parameters"
+
+
+class SpecError(FieldError):
+    """A spec problem: which field, which value, and what would work."""
+
+
+def short(value: object, limit: int = 80) -> str:
+    """The value as the claim wrote it (65, not the 65.0 protobuf delivers), cut short."""
+    text = repr(_whole(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _whole(value: object) -> object:
+    """JSON numbers arrive as floats through protobuf Structs: 2.0 is 2."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def int_in(value: object, low: int, high: int) -> int | None:
+    value = _whole(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
