@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dot_inference.crossplane import documents, render  # noqa: E402
+from function.model import vllm_memory  # noqa: E402
 
 
 def _examples(kind: str) -> list[tuple[str, dict, dict[str, list[dict]]]]:
@@ -337,7 +338,7 @@ def bench_placement(runs: int) -> None:
     from function.cluster import placement
     from function.cluster.place import sizer as _sizer
     from function.limits import GPU_TYPES
-    from function.model import catalog_lookup, sizing
+    from function.model import catalog_lookup
     from function.spec import LLMSpec
 
     shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
@@ -365,7 +366,7 @@ def bench_placement(runs: int) -> None:
             if size is None:
                 spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
                 size = sizers[model] = _sizer(
-                    spec, catalog_lookup.lookup(model), sizing.EngineSettings()
+                    spec, catalog_lookup.lookup(model), vllm_memory.EngineSettings()
                 )
             decision = placement.place(clusters, size, 1, held=held)
             if decision.cluster is not None:

@@ -18,7 +18,7 @@ from function.cluster.target import (
     from_cluster,
 )
 from function.limits import MAX_GPUS, GpuShape
-from function.model import catalog, sizing
+from function.model import catalog, sizing, vllm_memory
 from function.model.facts import as_run, model_facts
 from function.outcome import Condition, Inputs, Outcome, condition_true, created_at, keep_observed
 from function.plan.budget import budget_holders
@@ -161,7 +161,7 @@ class Sizer:
     why one does not fit is planned when asked."""
 
     def __init__(
-        self, spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings
+        self, spec: LLMSpec, facts: catalog.ModelFacts | None, engine: vllm_memory.EngineSettings
     ) -> None:
         self.spec, self.facts, self.engine = spec, as_run(spec, facts), engine
         self.widest: dict[tuple[str | None, float], int | None] = {}
@@ -200,14 +200,16 @@ class Sizer:
         return self.exact[key]
 
 
-def sizer(spec: LLMSpec, facts: catalog.ModelFacts | None, engine: sizing.EngineSettings) -> Sizer:
+def sizer(
+    spec: LLMSpec, facts: catalog.ModelFacts | None, engine: vllm_memory.EngineSettings
+) -> Sizer:
     return Sizer(spec, facts, engine)
 
 
 def size_on(
     spec: LLMSpec,
     facts: catalog.ModelFacts | None,
-    engine: sizing.EngineSettings,
+    engine: vllm_memory.EngineSettings,
     shape: GpuShape,
     span: int = 1,
 ) -> tuple[int | None, str]:

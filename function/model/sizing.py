@@ -41,50 +41,21 @@ from function.limits import TENSOR_PARALLEL_CANDIDATES, GpuShape
 from function.model import kv_cache, vllm_memory
 from function.model.catalog import ModelFacts
 from function.model.sizing_hints import HINTS, SPAN, bigger_gpu_hint, offer
+from function.model.vllm_memory import GPU_MEMORY_UTILIZATION, EngineSettings
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
 GPU_MEMORY_FIELD = "gpu.memory_gib"
 GPU_PER_NODE_FIELD = "gpu.per_node"
 
-GPU_MEMORY_UTILIZATION = 0.9
 DTYPE = "auto"
 # A replica whose KV cache holds less than this context (or the model's own, when shorter) is
 # not worth starting: a system prompt, a few tool definitions and one answer. Between this
 # and USEFUL_CONTEXT_TOKENS a plan serves with a shorter context and says so.
 MIN_SERVING_TOKENS = 4096
-# vLLM's batch defaults for its OpenAI server (vllm/engine/arg_utils.py `get_batch_defaults`):
-# GPUs of 70 GiB or more that are not A100s batch 8192 tokens and 1024 sequences, others
-# 2048 and 256.
-LARGE_GPU_GIB = 70.0
-BATCH_DEFAULTS = {True: (8192, 1024), False: (2048, 256)}
 SMALL_EMBEDDING_PARAMS_B = 1.0
 MAX_GPU_MEMORY_GIB = 4096.0
 MAX_GPUS_PER_NODE = 64
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """The vLLM settings the memory model depends on: the function's defaults, or what the
-    claim's engine.extraArgs set (status.plan.engine says which)."""
-
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
-    kv_cache_dtype: str = "auto"
-    max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU
-    max_num_seqs: int | None = None
-    overridden: tuple[str, ...] = ()  # the flags the claim set
-
-    def batch(self, gpu: GpuShape, pooling: bool, max_model_len: int) -> tuple[int, int]:
-        """(max_num_batched_tokens, max_num_seqs) as vLLM 0.17.1 resolves them for its
-        OpenAI server (`_set_default_max_num_seqs_and_batched_tokens_args`)."""
-        large = gpu.memory_gib >= LARGE_GPU_GIB and "a100" not in (gpu.type or "")
-        tokens, seqs = BATCH_DEFAULTS[large]
-        seqs = self.max_num_seqs or seqs
-        if self.max_num_batched_tokens:
-            return self.max_num_batched_tokens, seqs
-        if pooling:  # no chunked prefill: a whole sequence is one batch
-            tokens = max(max_model_len, tokens)
-        return min(seqs * max(1, max_model_len), tokens), seqs
 
 
 @dataclass(frozen=True)

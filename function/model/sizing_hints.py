@@ -5,14 +5,11 @@ would hold the model."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from function.limits import GPU_TYPES, GpuShape
 from function.model import vllm_memory
 from function.model.catalog import ModelFacts
-
-if TYPE_CHECKING:
-    from function.model.sizing import EngineSettings
+from function.model.vllm_memory import EngineSettings
 
 # Where a replica may span nodes, as refusals say it: placeholders in a SizingError's problem,
 # which `render` fills for the backend (an llm-d pod never spans nodes).

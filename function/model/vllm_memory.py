@@ -2,23 +2,52 @@
 activation peak and non-torch memory, what is left for the KV cache, and the context one
 request may take in it (function/model/kv_cache.py lays the KV cache out). Pure functions.
 
-The engine settings it is sized with are ``EngineSettings`` (function/model/sizing.py, which
-asks it through ``required_gib``, ``fits``, ``gpu_memory`` and ``max_model_len``).
+The engine settings it is sized with are ``EngineSettings`` (here: the function's defaults
+or the claim's engine.extraArgs); function/model/sizing.py asks it through
+``required_gib``, ``fits``, ``gpu_memory`` and ``max_model_len``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from function.limits import GpuShape
 from function.model import kv_cache
 from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.model.kv_cache import Allocator
 
-if TYPE_CHECKING:
-    from function.model.sizing import EngineSettings
+GPU_MEMORY_UTILIZATION = 0.9
+# vLLM's batch defaults for its OpenAI server (vllm/engine/arg_utils.py `get_batch_defaults`):
+# GPUs of 70 GiB or more that are not A100s batch 8192 tokens and 1024 sequences, others
+# 2048 and 256.
+LARGE_GPU_GIB = 70.0
+BATCH_DEFAULTS = {True: (8192, 1024), False: (2048, 256)}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The vLLM settings the memory model depends on: the function's defaults, or what the
+    claim's engine.extraArgs set (status.plan.engine says which)."""
+
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
+    kv_cache_dtype: str = "auto"
+    max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU
+    max_num_seqs: int | None = None
+    overridden: tuple[str, ...] = ()  # the flags the claim set
+
+    def batch(self, gpu: GpuShape, pooling: bool, max_model_len: int) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) as vLLM 0.17.1 resolves them for its
+        OpenAI server (`_set_default_max_num_seqs_and_batched_tokens_args`)."""
+        large = gpu.memory_gib >= LARGE_GPU_GIB and "a100" not in (gpu.type or "")
+        tokens, seqs = BATCH_DEFAULTS[large]
+        seqs = self.max_num_seqs or seqs
+        if self.max_num_batched_tokens:
+            return self.max_num_batched_tokens, seqs
+        if pooling:  # no chunked prefill: a whole sequence is one batch
+            tokens = max(max_model_len, tokens)
+        return min(seqs * max(1, max_model_len), tokens), seqs
+
 
 USEFUL_CONTEXT_TOKENS = 32768
 MAX_MODEL_LEN_MULTIPLE = 1024

@@ -10,7 +10,7 @@ from function.cluster.target import (
     Target,
 )
 from function.limits import GpuShape
-from function.model import catalog_lookup, sizing
+from function.model import catalog_lookup, sizing, vllm_memory
 from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.plan.disaggregation import RolePlan, pd_roles
@@ -129,7 +129,7 @@ def planned_pd_gpus(model: str, sides: tuple[tuple[int, int | None], ...], gpu: 
         disaggregation=Disaggregation(Role(p_replicas, p_gpu), Role(d_replicas, d_gpu)),
     )
     try:
-        roles = pd_roles(spec, facts, Target(None, "", gpu=gpu), sizing.EngineSettings())
+        roles = pd_roles(spec, facts, Target(None, "", gpu=gpu), vllm_memory.EngineSettings())
     except SpecError:
         return 0  # its function refuses it: it runs nothing
     return sum((r.replicas or 1) * r.plan.gpus for r in roles)
@@ -141,7 +141,7 @@ def planned_gpus(model: str, gpu: GpuShape, span: int) -> int:
     if facts is None:
         return 1
     try:
-        return sizing.plan(facts, None, gpu, sizing.EngineSettings(), span).gpus
+        return sizing.plan(facts, None, gpu, vllm_memory.EngineSettings(), span).gpus
     except sizing.SizingError:
         return 0
 

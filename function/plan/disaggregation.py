@@ -9,7 +9,7 @@ from function.cluster.target import (
     Target,
 )
 from function.limits import MAX_GPUS
-from function.model import catalog, node_fit, sizing
+from function.model import catalog, node_fit, sizing, vllm_memory
 from function.model.facts import model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
@@ -36,7 +36,7 @@ def plan_role(
     facts: catalog.ModelFacts,
     gpus: int | None,
     target: Target,
-    engine: sizing.EngineSettings,
+    engine: vllm_memory.EngineSettings,
     field_: str,
 ) -> sizing.Plan:
     """A plan on one node for one side of a disaggregated model, refused where vLLM would
@@ -89,7 +89,7 @@ def pd_roles(
     spec: LLMSpec,
     facts: catalog.ModelFacts | None,
     target: Target,
-    engine: sizing.EngineSettings,
+    engine: vllm_memory.EngineSettings,
 ) -> list[RolePlan]:
     """The prefill and decode pods of a disaggregated model on `target`'s GPU nodes, each on
     one node; refused (SpecError naming the field) where the model or the GPUs cannot

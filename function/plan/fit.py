@@ -7,7 +7,7 @@ from __future__ import annotations
 from function.cluster.target import (
     Target,
 )
-from function.model import catalog, catalog_lookup, node_fit, sizing
+from function.model import catalog, catalog_lookup, node_fit, sizing, vllm_memory
 from function.model.facts import as_run, model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
@@ -18,7 +18,7 @@ from function.spec import (
 )
 
 
-def engine_settings(spec: LLMSpec) -> sizing.EngineSettings:
+def engine_settings(spec: LLMSpec) -> vllm_memory.EngineSettings:
     e = spec.engine
     given = {
         "--gpu-memory-utilization": e.gpu_memory_utilization,
@@ -26,8 +26,8 @@ def engine_settings(spec: LLMSpec) -> sizing.EngineSettings:
         "--max-num-batched-tokens": e.max_num_batched_tokens,
         "--max-num-seqs": e.max_num_seqs,
     }
-    return sizing.EngineSettings(
-        gpu_memory_utilization=e.gpu_memory_utilization or sizing.GPU_MEMORY_UTILIZATION,
+    return vllm_memory.EngineSettings(
+        gpu_memory_utilization=e.gpu_memory_utilization or vllm_memory.GPU_MEMORY_UTILIZATION,
         kv_cache_dtype=e.kv_cache_dtype or "auto",
         max_num_batched_tokens=e.max_num_batched_tokens,
         max_num_seqs=e.max_num_seqs,

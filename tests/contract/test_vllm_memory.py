@@ -19,7 +19,7 @@ import pytest
 from conftest import parse_yaml
 
 from function.limits import GpuShape
-from function.model import catalog_lookup, kv_cache, sizing, vllm_memory
+from function.model import catalog_lookup, kv_cache, vllm_memory
 from function.model.catalog import GIB
 from function.model.kv_cache import Allocator, LayerGroup
 
@@ -83,7 +83,7 @@ def test_non_kv_memory_covers_what_vllm_profiled(run: dict) -> None:
     measured, and not far above it (the estimate costs KV cache, not correctness)."""
     facts = catalog_lookup.lookup(run["model"])
     assert facts is not None
-    engine = sizing.EngineSettings(gpu_memory_utilization=run["gpu_memory_utilization"])
+    engine = vllm_memory.EngineSettings(gpu_memory_utilization=run["gpu_memory_utilization"])
     memory = vllm_memory.gpu_memory(facts, run["tp"], H100_019, engine, run["max_model_len"])
     assert memory.batched == 8192 and memory.seqs == 1024  # vLLM's H100 defaults
     # Weights: the checkpoint (or the measured load) within 1 %.

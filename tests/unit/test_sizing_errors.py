@@ -10,7 +10,7 @@ from conftest import request, run
 from crossplane.function import resource
 
 from function.limits import GPU_TYPES, GpuShape
-from function.model import catalog, catalog_lookup, kv_cache, sizing
+from function.model import catalog, catalog_lookup, kv_cache, sizing, vllm_memory
 from function.model.catalog import GIB
 
 
@@ -247,7 +247,7 @@ def test_status_plan_follows_the_claims_engine_args(args: list[str], expected: d
 def test_an_fp8_kv_cache_doubles_the_tokens_a_gpu_holds() -> None:
     f = facts("Qwen/Qwen3-32B")
     auto = sizing.plan(f, 1, shape("h100"))
-    fp8 = sizing.plan(f, 1, shape("h100"), sizing.EngineSettings(kv_cache_dtype="fp8"))
+    fp8 = sizing.plan(f, 1, shape("h100"), vllm_memory.EngineSettings(kv_cache_dtype="fp8"))
     assert fp8.kv_bytes_per_token * 2 == auto.kv_bytes_per_token
     assert fp8.max_model_len > auto.max_model_len
 
