@@ -6,19 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from function.backends.base import Engine
-from function.cluster.target import (
-    Target,
-    dig,
-)
+from function.cluster.target import Target, dig
 from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME, SIMULATOR
 from function.model import catalog, sizing
 from function.model.facts import facts_status
 from function.outcome import Condition, Inputs, Outcome, condition_true, observed_manifest
 from function.plan import scaling
 from function.policy.names import behind_router, llmd_route
-from function.spec import (
-    LLMSpec,
-)
+from function.spec import LLMSpec
 
 
 def endpoint_url(spec: LLMSpec, target: Target, service: str) -> str:

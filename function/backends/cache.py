@@ -10,19 +10,12 @@ from function import kube
 from function.backends import cache_objects
 from function.backends.base import Fetch
 from function.backends.common import place
-from function.cluster.target import (
-    Target,
-    dig,
-)
+from function.cluster.target import Target, dig
 from function.keys import CACHE, FETCH, SHARED_CACHE
 from function.model import catalog, sizing
 from function.outcome import Condition, Inputs, Outcome, observed_manifest
 from function.plan import scaling, storage
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 
 def fetch_job(

@@ -9,11 +9,7 @@ from typing import Any
 
 from function import kube
 from function.backends import pods, resources
-from function.cluster.target import (
-    CLUSTER_KIND,
-    Target,
-    dig,
-)
+from function.cluster.target import CLUSTER_KIND, Target, dig
 from function.keys import API_KEY, CLUSTER_USAGE, HF_TOKEN, INGRESS, KEDA_USAGE, NAMESPACE, SCALER
 from function.model import catalog, sizing
 from function.model.facts import hf_token_ref
@@ -21,11 +17,7 @@ from function.outcome import Inputs, Outcome
 from function.plan import scaling, storage
 from function.policy import ownership
 from function.policy.secrets import Secrets, secret_problem
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 
 def copy_secrets(

@@ -36,9 +36,7 @@ from function.backends.resources import (
     object_metadata,
     split_image,
 )
-from function.cluster.target import (
-    dig,
-)
+from function.cluster.target import dig
 from function.keys import CACHE, RUNTIME, SCALER
 from function.outcome import Outcome, observed_manifest
 from function.plan import storage

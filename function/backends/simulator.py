@@ -19,19 +19,14 @@ from function.backends.common import (
     scaler,
 )
 from function.backends.resources import ENGINE_PORT, MODEL_ANNOTATION, labels, object_metadata
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.keys import SIMULATOR, SIMULATOR_SERVICE
 from function.model import sizing
 from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.policy import simulator_cli as simulator
 from function.policy.engine import planned_max_model_len
-from function.spec import (
-    LLMSpec,
-    P,
-)
+from function.spec import LLMSpec, P
 
 # The production-stack operator runs /opt/venv/bin/vllm, which the simulator image lacks:
 # a simulated model is a Deployment and a Service shaped like the operator's (the engine's

@@ -26,11 +26,7 @@ from function.plan.disaggregation import pd_roles
 from function.plan.fit import engine_settings
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import check_host, check_served_names
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 PLACEMENT_REQUIREMENT = "inference-clusters"
 

@@ -17,11 +17,7 @@ from function.cluster.target import (
 )
 from function.outcome import Condition, Inputs, Outcome, keep_observed
 from function.policy import tenancy
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 POLICY_REQUIREMENT = "tenancy-policy"
 

@@ -6,19 +6,13 @@ from __future__ import annotations
 import functools
 
 from function.cluster import peers
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.limits import GpuShape
 from function.model import catalog_lookup, sizing, vllm_memory
 from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.plan.disaggregation import RolePlan, pd_roles
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 from function.spec_serving import Disaggregation, Role
 
 

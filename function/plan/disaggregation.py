@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.limits import MAX_GPUS
 from function.model import catalog, node_fit, sizing, vllm_memory
 from function.model.facts import model_facts
@@ -15,11 +13,7 @@ from function.outcome import Inputs, Outcome
 from function.plan import storage
 from function.plan.fit import engine_settings
 from function.policy import vllm_cli
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,12 @@ plan."""
 
 from __future__ import annotations
 
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.model import catalog, catalog_lookup, node_fit, sizing, vllm_memory
 from function.model.facts import as_run, model_facts
 from function.outcome import Inputs, Outcome
 from function.plan import storage
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 
 def engine_settings(spec: LLMSpec) -> vllm_memory.EngineSettings:

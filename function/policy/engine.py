@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import json
 
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.model import catalog, sizing
 from function.outcome import Outcome
 from function.policy import engine_args, tenancy
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 # The variable the production-stack controller fills from `model.hfTokenSecret` (the only
 # one it takes from a Secret: vllmConfig.env holds literal values only).

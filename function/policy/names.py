@@ -7,18 +7,10 @@ from typing import Any
 
 from function import kube
 from function.cluster import peers
-from function.cluster.target import (
-    CLUSTER_API_VERSION,
-    CLUSTER_KIND,
-    Target,
-)
+from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND, Target
 from function.outcome import Inputs, Outcome
 from function.policy import tenancy
-from function.spec import (
-    LLMSpec,
-    P,
-    SpecError,
-)
+from function.spec import LLMSpec, P, SpecError
 
 
 def behind_router(spec: LLMSpec, target: Target) -> bool:

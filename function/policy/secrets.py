@@ -7,12 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster.target import (
-    Target,
-)
-from function.spec import (
-    SecretRef,
-)
+from function.cluster.target import Target
+from function.spec import SecretRef
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,7 @@ from function.backends.common import (
 from function.backends.llmd import objects as llmd
 from function.backends.llmd import picker as epp
 from function.backends.simulator import place_simulator
-from function.cluster.target import (
-    Target,
-)
+from function.cluster.target import Target
 from function.keys import (
     CACHE,
     LLMD_ENGINE,
@@ -53,10 +51,7 @@ from function.plan.disaggregation import RolePlan
 from function.policy import llmd_profiles
 from function.policy.engine import planned_max_model_len, vllm_args
 from function.policy.names import llmd_route
-from function.spec import (
-    P,
-    SpecError,
-)
+from function.spec import P, SpecError
 
 
 def build_llmd(job: Build, out: Outcome) -> Engine:
