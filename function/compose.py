@@ -20,6 +20,7 @@ from typing import Any
 from function import (
     catalog,
     engine_args,
+    ledger,
     llmd,
     model_config,
     ownership,
@@ -2182,6 +2183,15 @@ def _peers(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> list[
     model were alone: Crossplane calls again with them before it applies anything."""
     if target.cluster is None:
         return []
+    if peers.REQUIREMENT not in out.requirements and ledger.labelable(target.cluster):
+        # The cluster's ledger and its own models, selected by label (function/ledger.py);
+        # the whole namespace too when compose() asked for it to confirm a gain.
+        cluster = next(iter(inputs.required.get(REQUIREMENT) or []), None)
+        out.requirements |= ledger.requirements(spec.namespace, target.cluster, cluster)
+        if peers.REQUIREMENT not in inputs.required:
+            return ledger.on_cluster(inputs.required, target.cluster, spec.name)
+    # Every model of the namespace: placement (clusterSelector) reads them all already, a
+    # cluster whose name no label can hold has no ledger, and a gain is confirmed on them.
     out.requirements[peers.REQUIREMENT] = {
         "apiVersion": peers.API_VERSION,
         "kind": peers.KIND,
@@ -2545,6 +2555,35 @@ def _count(value: Any) -> int | None:
 def compose(inputs: Inputs) -> Outcome:
     """Decide everything an LLMInference needs. Never raises for bad input: problems become
     `fatal`, warnings or conditions."""
+    out = _compose(inputs)
+    # The model's Usage of its cluster, as composed or kept, is its entry in the cluster's
+    # ledger: what this reconcile publishes (function/ledger.py).
+    ledger.stamp(out.resources.get(CLUSTER_USAGE), inputs.xr, out.status)
+    asked = out.requirements.get(ledger.LEDGER_REQUIREMENT)
+    if (
+        asked is not None
+        and ledger.LEDGER_REQUIREMENT in inputs.required
+        and peers.REQUIREMENT not in out.requirements
+        and ledger.to_confirm(
+            inputs.observed.get(CLUSTER_USAGE), inputs.xr, out.status, out.fatal is not None
+        )
+    ):
+        # Decided on the ledger, the model would gain (or be refused): decide again on every
+        # model of the namespace, as _peers reads them once Crossplane calls with them. Not
+        # fatal meanwhile: Crossplane stops at a fatal result, and applies nothing of a
+        # response whose requirements changed.
+        out.requirements[peers.REQUIREMENT] = {
+            "apiVersion": peers.API_VERSION,
+            "kind": peers.KIND,
+            "namespace": asked["namespace"],
+        }
+        if out.fatal is not None:
+            out.fatal = None
+            _keep_observed(inputs, out)
+    return out
+
+
+def _compose(inputs: Inputs) -> Outcome:
     out = Outcome()
     try:
         spec = parse(inputs.xr)

@@ -9,14 +9,21 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
+from conftest import (
+    EXAMPLES,
+    control_plane,
+    engine_image,
+    load_yaml,
+    ready_object,
+    settle,
+    simulator_image,
+)
 
 from dot_inference.apiserver import validate_objects
 from function import sizing, vllm_cli
 from function.catalog import lookup
-from function.compose import LWS, LWS_SERVICE, SCALER, Inputs, Outcome, compose
+from function.compose import LWS, LWS_SERVICE, SCALER, Inputs, Outcome
 from function.limits import GPU_TYPES, GpuShape
-from function.peers import REQUIREMENT as PEERS
 
 PAIR = load_yaml(EXAMPLES / "state" / "llm-kimi-k2-multinode.yaml")[0]
 H200 = GpuShape(GPU_TYPES["h200"].memory_gib, 8, "h200", False)
@@ -51,14 +58,14 @@ def claim(model: str = "moonshotai/Kimi-K2-Instruct", **params: Any) -> dict[str
 
 
 def run(xr: dict, state: dict | None = None, observed: dict | None = None) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
             observed=observed or {},
-            required={"inference-cluster": [state or cluster()], PEERS: [xr]},
-        )
+        ),
+        control_plane(xr, [], state or cluster()),
     )
 
 
