@@ -14,7 +14,8 @@ Figures are printed, not asserted: compare them run to run on the same machine.
   multiple of a trivial KCL program (kcl-trivial) run the same way.
 - kcl-memory: resident memory over many KCL steps (growth per call).
 - render: `dot-inference render examples/` with and without --validate, as a user runs it.
-- function-peers: one model beside 0, 100 and 1000 others on its cluster.
+- function-peers: one model beside 0, 100 and 1000 others on its cluster, then beside 10,000
+  over 1,000 clusters (issue 25), read from its cluster's ledger; and its first reconcile.
 - placement: a fleet filled by clusterSelector, 1,000 models over 200 clusters (issue 14).
 - suite: the pytest suite, once.
 The last lines print the speed targets (issues 11 and 14), each with what was measured and
@@ -52,32 +53,54 @@ from dot_inference.crossplane import documents, render  # noqa: E402
 from function.model import vllm_memory  # noqa: E402
 
 
-def _examples(kind: str) -> list[tuple[str, dict, dict[str, list[dict]]]]:
-    """(file name, XR, required resources) per example; an example's cluster state
-    (examples/state/<file name>) is what Crossplane would pass as the required cluster."""
+def _examples(kind: str) -> list[tuple[str, dict, list[dict]]]:
+    """(file name, XR, what exists on the control plane) per example: its cluster state
+    (examples/state/<file name>: the cluster, the models already on it and their Usages),
+    from which Crossplane selects what the function requires (_settled)."""
     out = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         state = ROOT / "examples" / "state" / path.name
         docs = [d for d in yaml.safe_load_all(state.read_text()) if d] if state.exists() else []
-        # The cluster, then the models already on it (what Crossplane passes for each).
-        required = (
-            {
-                "inference-cluster": [d for d in docs if d["kind"] == "InferenceCluster"],
-                "llminferences": [d for d in docs if d["kind"] == "LLMInference"],
-            }
-            if docs
-            else {}
-        )
         for doc in yaml.safe_load_all(path.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == kind:
-                out.append((path.name, doc, required))
+                out.append((path.name, doc, docs))
     return out
 
 
-def _request(xr: dict, step_input: dict | None, required: dict[str, list[dict]] | None = None):
+def _settled(
+    xr: dict, step_input: dict | None, world: list[dict], observed: dict[str, dict] | None = None
+) -> fnv1.RunFunctionRequest:
+    """The request of the last call Crossplane makes to our function for `xr`: called with
+    what each requirement selects from `world` until the requirements settle
+    (internal/xfn/required_resources.go, as dot_inference.crossplane.render plays it). Built
+    before any timing: selecting is Crossplane's work, not the function's."""
+    from function.fn import FunctionRunner
+
+    runner = FunctionRunner()
+    req = _request(xr, step_input, observed=observed)
+    asked = None
+    for _ in range(render.MAX_REQUIREMENTS_ITERATIONS + 1):
+        rsp = asyncio.run(runner.RunFunction(req))
+        if rsp.requirements == asked or any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return req
+        asked = rsp.requirements
+        req.ClearField("required_resources")
+        for name, selector in asked.resources.items():
+            req.required_resources[name].CopyFrom(render.fetch_required(selector, world))
+    raise RuntimeError("requirements did not settle")
+
+
+def _request(
+    xr: dict,
+    step_input: dict | None,
+    required: dict[str, list[dict]] | None = None,
+    observed: dict[str, dict] | None = None,
+):
     req = fnv1.RunFunctionRequest(
         observed=fnv1.State(composite=fnv1.Resource(resource=fnresource.dict_to_struct(xr)))
     )
+    for name, obj in (observed or {}).items():
+        req.observed.resources[name].resource.CopyFrom(fnresource.dict_to_struct(obj))
     if step_input is not None:
         req.input.CopyFrom(fnresource.dict_to_struct(step_input))
     for name, items in (required or {}).items():
@@ -136,9 +159,9 @@ def bench_function_inprocess(calls: int) -> None:
     pkg = documents.load_package(ROOT / "package")
     runner = FunctionRunner()
     loop = asyncio.new_event_loop()
-    for name, xr, required in _examples("LLMInference"):
+    for name, xr, world in _examples("LLMInference"):
         comp = render.select_composition(pkg, xr)
-        req = _request(xr, _step_input(comp, render.fn_dot_inference()), required)
+        req = _settled(xr, _step_input(comp, render.fn_dot_inference()), world)
         m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
         _print("function-inprocess", name, m)
     loop.close()
@@ -166,9 +189,9 @@ def _grpc_runs(command: list[str], calls: int, section: str) -> dict[str, dict[s
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = grpcv1.FunctionRunnerServiceStub(channel)
         pkg = documents.load_package(ROOT / "package")
-        for name, xr, required in _examples("LLMInference"):
+        for name, xr, world in _examples("LLMInference"):
             comp = render.select_composition(pkg, xr)
-            req = _request(xr, _step_input(comp, render.fn_dot_inference()), required)
+            req = _settled(xr, _step_input(comp, render.fn_dot_inference()), world)
             out[name] = _measure(lambda req=req: stub.RunFunction(req, timeout=10), calls)
             _print(section, name, out[name])
         rss = _rss_kib(server.pid)
@@ -302,9 +325,71 @@ def bench_suite(_: int) -> None:
     TARGETS.append(("test suite (pytest)", took, 30.0, " s"))
 
 
+def _ledger_usage(xr: dict) -> dict | None:
+    """The Usage of its cluster a model composed, as Crossplane holds it after the reconcile
+    that published `xr`'s status: the function's own builder and entry writer, with the
+    metadata Crossplane gives composed resources (as tests/conftest.py ledger_usage)."""
+    from function import kube
+    from function.backends import resources
+    from function.backends.common import composed_by_cluster
+    from function.cluster import ledger, peers
+    from function.keys import CLUSTER_USAGE
+
+    cluster = peers.cluster_of(xr)
+    name = xr["metadata"]["name"]
+    if cluster is None or composed_by_cluster(xr, cluster):
+        return None
+    usage = resources.cluster_usage(
+        name=kube.dns_label(f"{name}-uses-{cluster}"), cluster=cluster, model_claim=name
+    )
+    ledger.stamp(usage, xr, xr.get("status"))
+    render.set_composed_metadata(usage, xr, CLUSTER_USAGE)
+    return usage
+
+
+def _steady(
+    xr: dict, step_input: dict | None, world: list[dict]
+) -> tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionRequest, Any]:
+    """The model's first reconcile (no entry of its own yet: decided on the whole namespace),
+    and the one after it once Crossplane applied it (its Usage observed, its status
+    published): the requests of each one's last call, and the first one's response."""
+    import copy
+
+    from function.compose import CLUSTER_USAGE
+    from function.fn import FunctionRunner
+
+    first = _settled(xr, step_input, world)
+    rsp = asyncio.run(FunctionRunner().RunFunction(first))
+    status = fnresource.struct_to_dict(rsp.desired.composite.resource).get("status", {})
+    usage = fnresource.struct_to_dict(rsp.desired.resources[CLUSTER_USAGE].resource)
+    render.set_composed_metadata(usage, xr, CLUSTER_USAGE)
+    published = {**copy.deepcopy(xr), "status": status}
+    steady = _settled(published, step_input, world, observed={CLUSTER_USAGE: usage})
+    return first, steady, rsp
+
+
+def _answers(rsp: Any) -> dict[str, Any]:
+    """What a reconcile decides: status (replicas, plan, ...), conditions, results and every
+    composed object."""
+    return {
+        "status": fnresource.struct_to_dict(rsp.desired.composite.resource).get("status"),
+        "resources": {
+            k: fnresource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()
+        },
+        "conditions": [(c.type, c.status, c.reason, c.message) for c in rsp.conditions],
+        "results": [(r.severity, r.message) for r in rsp.results],
+    }
+
+
 def bench_function_peers(calls: int) -> None:
-    """One model on a cluster that already runs many (examples/llm-autoscaled.yaml): the
-    function reads every LLMInference of the namespace for the GPU budget and the names."""
+    """One model on a cluster that already runs many (examples/llm-autoscaled.yaml). The
+    function reads the other models on its cluster from the cluster's ledger (the Usage each
+    composed, function/cluster/ledger.py): beside 0, 100 and 1,000 others on the same cluster, then
+    beside 10,000 over 1,000 clusters (issue 25). Timed: the reconcile once the model's own
+    entry is in the ledger (every one after its first); printed beside it, its first
+    reconcile, which confirms on the whole namespace (as every reconcile did before the
+    ledger). What Crossplane selects is built before the timing; the answers are checked
+    equal to those read from the whole namespace."""
     import copy
 
     from function.fn import FunctionRunner
@@ -312,22 +397,131 @@ def bench_function_peers(calls: int) -> None:
     pkg = documents.load_package(ROOT / "package")
     runner = FunctionRunner()
     loop = asyncio.new_event_loop()
-    name, xr, required = next(e for e in _examples("LLMInference") if e[0] == "llm-autoscaled.yaml")
+    name, xr, state = next(e for e in _examples("LLMInference") if e[0] == "llm-autoscaled.yaml")
     comp = render.select_composition(pkg, xr)
     step_input = _step_input(comp, render.fn_dot_inference())
+    cluster = next(d for d in state if d["kind"] == "InferenceCluster")
     for count in (0, 100, 1000):
-        peers = []
+        world = [cluster, xr]
         for i in range(count):
             peer = copy.deepcopy(xr)
-            peer["metadata"] = {"name": f"peer-{i}", "namespace": "a-team"}
+            peer["metadata"] = {
+                "name": f"peer-{i}",
+                "namespace": "a-team",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            }
             peer["spec"]["parameters"]["model"] = f"example/model-{i}"
+            peer["spec"]["parameters"].pop("aliases", None)
             # Simulated: they hold no GPUs, so the budget is still worked out for all.
             peer["spec"]["parameters"]["engine"] = {"simulate": True}
-            peers.append(peer)
-        req = _request(xr, step_input, {**required, "llminferences": peers})
-        m = _measure(lambda req=req: loop.run_until_complete(runner.RunFunction(req)), calls)
+            peer["status"] = {
+                "plan": {"gpus": 1},
+                "replicas": {"max": 4},
+                "servedModelNames": [f"example/model-{i}"],
+            }
+            world += [peer, _ledger_usage(peer)]
+        first, steady, _ = _steady(xr, step_input, world)
+        m = _measure(lambda req=steady: loop.run_until_complete(runner.RunFunction(req)), calls)
         _print("function-peers", f"{name} beside {count} models", m)
+        m = _measure(lambda req=first: loop.run_until_complete(runner.RunFunction(req)), calls)
+        _print("function-peers", "  first reconcile (whole namespace)", m)
+    _fleet(xr, step_input, cluster, calls, loop, runner)
     loop.close()
+
+
+def _fleet(
+    xr: dict, step_input: dict | None, cluster: dict, calls: int, loop: Any, runner: Any
+) -> None:
+    """10,000 models in the namespace over 1,000 clusters, ten on each, the model under test
+    on one of them: per cluster two of its own models (composed by it, one with a plan, one
+    created with it that has none yet), four with a plan that hold GPUs, three simulated and
+    one created after the model that already runs; each other one with its Usage (its ledger
+    entry)."""
+    import copy
+
+    from function.cluster import ledger, peers
+
+    world: list[dict] = []
+    xrs: list[dict] = []
+    clusters = 1000
+    for c in range(clusters):
+        cl = copy.deepcopy(cluster)
+        cl["metadata"]["name"] = f"cluster-{c:04d}"
+        cl["metadata"].setdefault("labels", {})[ledger.COMPOSITE_LABEL] = f"cluster-{c:04d}"
+        world.append(cl)
+    for i in range(10 * clusters):
+        on, k = f"cluster-{i % clusters:04d}", i // clusters
+        model = f"example/model-{i}" if k != 1 else "Qwen/Qwen2.5-0.5B-Instruct"
+        peer: dict[str, Any] = {
+            "apiVersion": xr["apiVersion"],
+            "kind": xr["kind"],
+            "metadata": {
+                "name": f"m-{i:05d}",
+                "namespace": "a-team",
+                "creationTimestamp": "2026-12-01T00:00:00Z" if k == 9 else "2026-01-01T00:00:00Z",
+                "labels": {ledger.COMPOSITE_LABEL: f"m-{i:05d}"},
+            },
+            "spec": {"parameters": {"model": model, "clusterRef": {"name": on}}},
+        }
+        if k in (0, 1):  # the cluster's own models
+            peer["metadata"]["labels"][ledger.COMPOSITE_LABEL] = on
+            peer["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": xr["apiVersion"],
+                    "kind": "InferenceCluster",
+                    "name": on,
+                    "uid": f"uid-{on}",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        if k in (6, 7, 8):
+            peer["spec"]["parameters"]["engine"] = {"simulate": True}
+            peer["spec"]["parameters"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}
+        if k != 1:
+            peer["status"] = {
+                "plan": {"gpus": 1},
+                "replicas": {"max": 3 if k in (6, 7, 8) else 1},
+                "servedModelNames": [model],
+            }
+        xrs.append(peer)
+        world.append(peer)
+        usage = _ledger_usage(peer)
+        if usage is not None:
+            world.append(usage)
+    mine = copy.deepcopy(xr)
+    mine["spec"]["parameters"]["clusterRef"] = {"name": "cluster-0007"}
+    mine["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    world.append(mine)
+    first, steady, rsp = _steady(mine, step_input, world)
+    # The answers: the peers the ledger gives are those the whole namespace gives, and the
+    # steady reconcile decides what the first decided reading all 10,000 models.
+    required = {
+        n: [fnresource.struct_to_dict(i.resource) for i in r.items]
+        for n, r in steady.required_resources.items()
+    }
+    assert peers.REQUIREMENT not in required, "steady, yet the whole namespace was read"
+    assert ledger.on_cluster(required, "cluster-0007", "qwen-7b") == peers.on_cluster(
+        xrs, "cluster-0007", "qwen-7b"
+    ), "the ledger's peers differ from the namespace's"
+    again = loop.run_until_complete(runner.RunFunction(steady))
+    same = _answers(again) == _answers(rsp)
+    assert same, "the steady reconcile decides otherwise than the whole namespace"
+    budget = next(c.message for c in again.conditions if c.type == "GPUBudget")
+    selected = sum(len(r.items) for r in steady.required_resources.values())
+    m = _measure(lambda: loop.run_until_complete(runner.RunFunction(steady)), calls)
+    _print("function-peers", "beside 10,000 models, 1,000 clusters", m)
+    print(
+        f"{'function-peers':<20} {'':<34} Crossplane returns {selected} objects "
+        f"({len(required.get(ledger.LEDGER_REQUIREMENT, []))} ledger entries, "
+        f"{len(required.get(ledger.CLUSTER_MODELS_REQUIREMENT, []))} of the cluster's own "
+        f"models); answers equal to the whole namespace's: {same} (GPUBudget: {budget})"
+    )
+    TARGETS.append(
+        ("model reconcile p50 beside 10,000 models over 1,000 clusters", m["p50_ms"], 3.0, " ms")
+    )
+    m = _measure(lambda: loop.run_until_complete(runner.RunFunction(first)), max(1, calls // 20))
+    _print("function-peers", "  first reconcile (whole namespace)", m)
 
 
 def bench_placement(runs: int) -> None:

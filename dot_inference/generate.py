@@ -170,8 +170,8 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
 # The state an example renders against: the InferenceClusters it may run on, as Crossplane
 # would supply them (each claim plus the status its own render publishes), then the models
 # already on them (each claim rendered against the clusters, with the status its render
-# publishes, created before the example: the GPU budget, placement and router names count
-# them).
+# publishes, created before the example, and the Usage of its cluster each composed, its
+# entry in the cluster's ledger: the GPU budget, placement and router names count them).
 CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     "examples/state/llm-qwen-on-aws.yaml": ("examples/cluster-aws.yaml",),
     "examples/state/llm-autoscaled.yaml": (
@@ -197,6 +197,7 @@ PEER_CREATED = "2026-01-01T00:00:00Z"
 
 def cluster_states(root: Path) -> dict[str, str]:
     from dot_inference.crossplane import documents, render
+    from function.cluster import ledger
 
     pkg = documents.load_package(root / "package")
     out: dict[str, str] = {}
@@ -230,12 +231,21 @@ def cluster_states(root: Path) -> dict[str, str]:
                 raise GenerateError(f"{path} on {', '.join(clusters)}: {rendered.fatal}")
             status = {k: v for k, v in rendered.xr.get("status", {}).items() if k != "conditions"}
             docs.append({**claim, "status": status})
+            # Its Usage of the cluster, its entry in the cluster's ledger
+            # (function/cluster/ledger.py): what the next model's function reads of it.
+            docs.extend(
+                r
+                for r in rendered.composed
+                if r.get("kind") == ledger.USAGE_KIND
+                and ledger.CLUSTER_LABEL in (r.get("metadata") or {}).get("labels", {})
+            )
             peers.append(path)
         them = "them" if len(clusters) > 1 else "it"
         header = f"# {', '.join(clusters)} as Crossplane supplies {them} to the LLMInference"
         header += " function, Ready"
         if peers:
-            header += f",\n# then the models already there: {', '.join(peers)}"
+            header += f",\n# then the models already there: {', '.join(peers)} (each with its Usage"
+            header += " of the cluster,\n# its entry in the cluster's ledger)"
         # Keys sorted: merged status maps keep no stable order across processes.
         body = yaml.dump_all(
             docs, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=100

@@ -11,6 +11,7 @@ without protobuf:
     budget  -> Replicas     replicas within the cluster's GPUs       function/plan/budget.py
     objects -> Engine       one backend builds (registry order)      function/backends/
     status                  serving, readiness, status.plan          function/status.py
+    ledger                  the model's entry in its cluster's ledger  function/cluster/ledger.py
 
 A stage that cannot go on yet (the cluster is being looked up, placement found none)
 returns None and the Outcome says why; a problem with the claim is a SpecError, which
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from function.backends.base import Build, Engine
 from function.backends.registry import backend_for
+from function.cluster import ledger
 from function.cluster.peers import Peer
 from function.cluster.place import place_by_selector
 from function.cluster.resolve import models_beside, resolve_target
@@ -73,16 +75,23 @@ def compose(inputs: Inputs) -> Outcome:
     """Decide everything an LLMInference needs. Never raises for bad input: problems become
     `fatal`, warnings or conditions."""
     out = Outcome()
+    decide(inputs, out)
+    ledger.publish(inputs, out)
+    return out
+
+
+def decide(inputs: Inputs, out: Outcome) -> None:
+    """Every stage but the ledger's, in order; returns early when one cannot go on."""
     try:
         where = locate(parse(inputs.xr), inputs, out)
         if where is None:
             out.xr_ready = False
-            return out
+            return
         check_claim(where, inputs, out)
         sized = plan(where, inputs, out)
         image = engine_image(where.spec, inputs, out)
         if image is None:
-            return out
+            return
         count = budget(where, sized, out)
         backend = backend_for(where.spec, sized.plan)
         job = Build(
@@ -92,9 +101,8 @@ def compose(inputs: Inputs) -> Outcome:
     except SpecError as e:
         out.fatal = e.message
         out.resources.clear()
-        return out
+        return
     status(where, sized, engine, backend.name, count, inputs, out)
-    return out
 
 
 def locate(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Where | None:

@@ -18,6 +18,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2 as structpb
 
+from function.cluster import ledger
 from function.compose import compose
 from function.model import hub
 from function.model.facts import hub_query
@@ -66,7 +67,7 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         for k in ("engine", "simulator", "llmdEngine", "endpointPicker", "routingSidecar")
     )
     required = {
-        name: [struct_to_dict(i.resource) for i in req.required_resources[name].items]
+        name: [_required(name, i.resource) for i in req.required_resources[name].items]
         for name in req.required_resources
     }
     # Crossplane before v2 called them extra resources; honour both.
@@ -84,6 +85,18 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         sidecar_image=sidecar,
         required=required,
     )
+
+
+def _required(name: str, struct: structpb.Struct) -> dict[str, Any]:
+    """A required resource as plain data; of a Usage in a cluster's ledger only the metadata
+    the function reads of it (function/cluster/ledger.py), not its spec or managedFields."""
+    if name != ledger.LEDGER_REQUIREMENT:
+        return struct_to_dict(struct)
+    meta = struct.fields.get("metadata")
+    if meta is None or meta.WhichOneof("kind") != "struct_value":
+        return {}
+    fields = meta.struct_value.fields
+    return {"metadata": {k: _plain(fields[k]) for k in ledger.READ_METADATA if k in fields}}
 
 
 def _image(fn_input: dict, key: str) -> str | None:

@@ -119,6 +119,169 @@ def claim(model: str, name: str = "m", **params: Any) -> dict[str, Any]:
     }
 
 
+def ledger_usage(xr: dict[str, Any]) -> dict[str, Any] | None:
+    """The Usage of its cluster the LLMInference `xr` composed, as Crossplane holds it after
+    the reconcile that published `xr`'s status: built by the function's own builder and
+    entry writer (function/cluster/ledger.py), with the metadata Crossplane gives composed resources
+    (its namespace, the `crossplane.io/composite` label, the controller reference). None for
+    a model on no cluster or composed by its cluster (it composes no Usage); a model being
+    deleted has its Usage being deleted too."""
+    from dot_inference.crossplane import render
+    from function import kube
+    from function.backends import resources
+    from function.backends.common import composed_by_cluster
+    from function.cluster import ledger, peers
+    from function.keys import CLUSTER_USAGE
+
+    if not isinstance(xr, dict) or xr.get("kind") != peers.KIND:
+        return None
+    cluster = peers.cluster_of(xr)
+    name = (xr.get("metadata") or {}).get("name")
+    if cluster is None or not isinstance(name, str) or composed_by_cluster(xr, cluster):
+        return None
+    usage = resources.cluster_usage(
+        name=kube.dns_label(f"{name}-uses-{cluster}"), cluster=cluster, model_claim=name
+    )
+    ledger.stamp(usage, xr, xr.get("status"))
+    render.set_composed_metadata(usage, xr, CLUSTER_USAGE)
+    deleted = xr["metadata"].get("deletionTimestamp")
+    if deleted:
+        usage["metadata"]["deletionTimestamp"] = deleted
+    return usage
+
+
+def control_plane(
+    xr: dict[str, Any], others: list[Any] = (), cluster: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """What exists on the control plane when the LLMInference `xr` reconciles beside the
+    LLMInferences `others` (each as its last reconcile left it) on `cluster`: the cluster
+    and the models, each labelled `crossplane.io/composite` as Crossplane labels an XR (its
+    own name; the cluster's own models, which it composes, its label), and the Usage each of
+    the others composed (`ledger_usage`). `xr`'s own Usage is not there: Crossplane gives a
+    model its own composed resources as observed ones."""
+    from function.backends.common import composed_by_cluster
+    from function.cluster import ledger
+
+    out: list[dict[str, Any]] = []
+    on = cluster.get("metadata", {}).get("name") if isinstance(cluster, dict) else None
+    composite = on
+    if isinstance(cluster, dict):
+        cluster = copy.deepcopy(cluster)
+        labels = cluster["metadata"].setdefault("labels", {})
+        labels.setdefault(ledger.COMPOSITE_LABEL, on)
+        out.append(cluster)
+        composite = labels[ledger.COMPOSITE_LABEL]
+    for model in [xr, *others]:
+        if not isinstance(model, dict) or not isinstance(model.get("metadata"), dict):
+            continue
+        model = copy.deepcopy(model)
+        labels = model["metadata"].setdefault("labels", {})
+        if on is not None and composed_by_cluster(model, on):
+            labels[ledger.COMPOSITE_LABEL] = composite
+        else:
+            labels.setdefault(ledger.COMPOSITE_LABEL, model["metadata"].get("name"))
+        out.append(model)
+        mine = model["metadata"].get("name") == (xr.get("metadata") or {}).get("name")
+        usage = None if mine else ledger_usage(model)
+        if usage is not None:
+            out.append(usage)
+    return out
+
+
+def select(requirement: dict[str, Any], world: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What Crossplane's fetcher returns for a requirement as compose writes it (v2.3.4
+    internal/xfn/required_resources.go: one object by name, or a List in the namespace, all
+    of them when it names none, with client.MatchingLabels; sorted by "<namespace>/<name>")."""
+
+    def meta(o: dict[str, Any]) -> dict[str, Any]:
+        m = o.get("metadata")
+        return m if isinstance(m, dict) else {}
+
+    found = [
+        o
+        for o in world
+        if o.get("apiVersion") == requirement["apiVersion"]
+        and o.get("kind") == requirement["kind"]
+        and (
+            not requirement.get("namespace") or meta(o).get("namespace") == requirement["namespace"]
+        )
+    ]
+    if "matchName" in requirement:
+        return [o for o in found if meta(o).get("name") == requirement["matchName"]][:1]
+    labels = requirement.get("matchLabels") or {}
+    found = [
+        o
+        for o in found
+        if all(
+            isinstance(meta(o).get("labels"), dict) and meta(o)["labels"].get(k) == v
+            for k, v in labels.items()
+        )
+    ]
+    return sorted(found, key=lambda o: f"{meta(o).get('namespace') or ''}/{meta(o).get('name')}")
+
+
+def settle(inputs: Any, world: list[dict[str, Any]], *, steady: bool = True) -> Any:
+    """compose() as Crossplane runs the function: first with no required resources, then with
+    what each requirement selects from `world`, until the requirements stop changing (at
+    most five calls more, as internal/xfn/required_resources.go allows; a fatal result ends
+    it). With `steady`, the reconcile after it, once Crossplane applied what it composed (the
+    model's Usage observed, its status published), must decide the same on the cluster's
+    ledger alone."""
+    import dataclasses
+
+    from function import compose
+    from function.cluster import peers
+    from function.keys import CLUSTER_USAGE
+
+    def loop(inputs: Any) -> Any:
+        inputs = dataclasses.replace(inputs, required={})
+        asked = None
+        for _ in range(6):
+            out = compose.compose(inputs)
+            if out.fatal is not None or out.requirements == asked:
+                return out
+            asked = copy.deepcopy(out.requirements)
+            required = {name: select(r, world) for name, r in asked.items()}
+            inputs = dataclasses.replace(inputs, required=required)
+        raise AssertionError("requirements did not settle after five calls more")
+
+    out = loop(inputs)
+    usage = out.resources.get(CLUSTER_USAGE)
+    if steady and out.fatal is None and usage is not None and isinstance(inputs.xr, dict):
+        from dot_inference.crossplane import render
+
+        observed = copy.deepcopy(usage)
+        render.set_composed_metadata(observed, inputs.xr, CLUSTER_USAGE)
+        again = loop(
+            dataclasses.replace(
+                inputs,
+                xr={**inputs.xr, "status": copy.deepcopy(out.status)},
+                observed={**inputs.observed, CLUSTER_USAGE: observed},
+            )
+        )
+        if ledger_read(again):
+            assert peers.REQUIREMENT not in again.requirements, "steady, yet not on the ledger"
+        assert _decided(again) == _decided(out), "the ledger decides otherwise"
+    return out
+
+
+def ledger_read(out: Any) -> bool:
+    from function.cluster import ledger
+
+    return ledger.LEDGER_REQUIREMENT in out.requirements
+
+
+def _decided(out: Any) -> dict[str, Any]:
+    return {
+        "fatal": out.fatal,
+        "status": out.status,
+        "conditions": out.conditions,
+        "warnings": out.warnings,
+        "notes": out.notes,
+        "resources": out.resources,
+    }
+
+
 def run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
     from function.fn import FunctionRunner
 

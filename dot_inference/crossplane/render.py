@@ -266,11 +266,11 @@ def fetch_required(selector: Any, required: Iterable[dict]) -> Any:
                 found.append(obj)
         else:
             found.append(obj)
-    # Crossplane sorts by namespace, then name (stable when listing across namespaces).
+    # Crossplane sorts by "<namespace>/<name>" as one string (stable when listing across
+    # namespaces; "a-b/x" comes before "a/x").
     found.sort(
         key=lambda o: (
-            str(_get(o, "metadata", "namespace") or ""),
-            str(_get(o, "metadata", "name") or ""),
+            f"{_get(o, 'metadata', 'namespace') or ''}/{_get(o, 'metadata', 'name') or ''}"
         )
     )
     for obj in found:

@@ -54,13 +54,13 @@ class Peer:
         return (self.created or "~", self.name) < (created or "~", name)
 
 
-def _positive_int(value: Any) -> int | None:
+def positive_int(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _strings(value: Any) -> tuple[str, ...]:
+def strings(value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
 
 
@@ -72,35 +72,35 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         return None
     created = dig(xr, "metadata", "creationTimestamp")
     # GPUs per replica: what the function planned, else what the claim asks, else one.
-    planned = _positive_int(dig(xr, "status", "plan", "gpus"))
-    gpus = planned or _positive_int(params.get("gpu"))
+    planned = positive_int(dig(xr, "status", "plan", "gpus"))
+    gpus = planned or positive_int(params.get("gpu"))
     # Replicas: the maximum the function allowed (after the budget), else what is asked.
-    allowed = _positive_int(dig(xr, "status", "replicas", "max"))
+    allowed = positive_int(dig(xr, "status", "replicas", "max"))
     most = allowed
     if most is None:
-        most = _positive_int(dig(params, "autoscaling", "maxReplicas"))
-        most = most or _positive_int(params.get("replicas")) or 1
+        most = positive_int(dig(params, "autoscaling", "maxReplicas"))
+        most = most or positive_int(params.get("replicas")) or 1
     pd = params.get("disaggregation")
     if isinstance(pd, dict):
         # Prefill and decode pods: all their GPUs, as one "replica" (its status says them).
-        planned = _positive_int(dig(xr, "status", "plan", "disaggregation", "gpus"))
+        planned = positive_int(dig(xr, "status", "plan", "disaggregation", "gpus"))
         sides = [pd.get(s) if isinstance(pd.get(s), dict) else {} for s in ("prefill", "decode")]
         asked = sum(
-            (_positive_int(s.get("gpu")) or 1) * (_positive_int(s.get("replicas")) or 1)
+            (positive_int(s.get("gpu")) or 1) * (positive_int(s.get("replicas")) or 1)
             for s in sides
         )
         gpus = planned or asked
         allowed = most = 1
-        known = planned is not None or all(_positive_int(s.get("gpu")) for s in sides)
+        known = planned is not None or all(positive_int(s.get("gpu")) for s in sides)
         pd_sides = tuple(
-            (_positive_int(s.get("replicas")) or 1, _positive_int(s.get("gpu"))) for s in sides
+            (positive_int(s.get("replicas")) or 1, positive_int(s.get("gpu"))) for s in sides
         )
     namespace = params.get("targetNamespace")
     simulate = dig(params, "engine", "simulate") is True
     return Peer(
         name=name,
         created=created if isinstance(created, str) else "",
-        served_names=(model, *_strings(params.get("aliases"))),
+        served_names=(model, *strings(params.get("aliases"))),
         target_namespace=namespace if isinstance(namespace, str) and namespace else None,
         gpus=gpus or 1,
         max_replicas=most,
@@ -109,7 +109,7 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
         disaggregated=isinstance(pd, dict),
         pd_sides=pd_sides if isinstance(pd, dict) else (),
         ingress_host=host if isinstance(host := params.get("ingressHost"), str) and host else None,
-        published_names=_strings(dig(xr, "status", "servedModelNames")),
+        published_names=strings(dig(xr, "status", "servedModelNames")),
         published_gpus=planned * allowed if planned and allowed and not simulate else None,
     )
 
@@ -142,7 +142,7 @@ def by_cluster(found: list[dict[str, Any]], me: str) -> dict[str, list[Peer]]:
 
 def published_names(xr: dict[str, Any]) -> tuple[str, ...]:
     """The names an LLMInference's status says it serves."""
-    return _strings(dig(xr, "status", "servedModelNames"))
+    return strings(dig(xr, "status", "servedModelNames"))
 
 
 def cluster_of(xr: dict[str, Any]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from function.cluster import peers
+from function.cluster import ledger, peers
 from function.cluster.target import (
     CLUSTER_API_VERSION,
     CLUSTER_KIND,
@@ -154,6 +154,15 @@ def models_beside(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -
     model were alone: Crossplane calls again with them before it applies anything."""
     if target.cluster is None:
         return []
+    if peers.REQUIREMENT not in out.requirements and ledger.labelable(target.cluster):
+        # The cluster's ledger and its own models, selected by label (function/cluster/
+        # ledger.py); the whole namespace too when compose asked for it to confirm a gain.
+        cluster = next(iter(inputs.required.get(REQUIREMENT) or []), None)
+        out.requirements |= ledger.requirements(spec.namespace, target.cluster, cluster)
+        if peers.REQUIREMENT not in inputs.required:
+            return ledger.on_cluster(inputs.required, target.cluster, spec.name)
+    # Every model of the namespace: placement (clusterSelector) reads them all already, a
+    # cluster whose name no label can hold has no ledger, and a gain is confirmed on them.
     out.requirements[peers.REQUIREMENT] = {
         "apiVersion": peers.API_VERSION,
         "kind": peers.KIND,

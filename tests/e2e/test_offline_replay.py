@@ -260,6 +260,18 @@ class View:
     xrs: set[tuple[str, str, str, str]]
 
 
+def _ledger_entries(result: render.RenderResult) -> list[dict[str, Any]]:
+    """The Usages a render composed that are entries of a cluster's ledger."""
+    from function.cluster import ledger
+
+    return [
+        r
+        for r in result.composed
+        if r.get("kind") == ledger.USAGE_KIND
+        and ledger.CLUSTER_LABEL in ((r.get("metadata") or {}).get("labels") or {})
+    ]
+
+
 class OfflineCluster:
     def __init__(self) -> None:
         self.applied: dict[tuple[str, str, str, str], dict[str, Any]] = {}
@@ -323,11 +335,14 @@ class OfflineCluster:
         }
         results: dict[tuple[str, str, str, str], render.RenderResult] = {}
         # Twice: a claim may require another XR (clusterRef) and read its status, which
-        # Crossplane writes from that XR's render.
+        # Crossplane writes from that XR's render, and the other models' entries in their
+        # cluster's ledger (function/cluster/ledger.py: the Usage each composed with that status).
         for _ in range(2):
             live_xrs = [self._live_xr(stored[k], results.get(k)) for k in stored]
+            entries = {k: _ledger_entries(r) for k, r in results.items()}
             for k, xr in stored.items():
-                results[k] = self._render(xr, others + live_xrs)
+                theirs = [u for o, us in entries.items() if o != k for u in us]
+                results[k] = self._render(xr, others + live_xrs + theirs)
             if not any(r.requirements for r in results.values()):
                 break
         objects = list(others)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, PACKAGE, load_yaml, merge_patch
+from conftest import EXAMPLES, PACKAGE, ledger_usage, load_yaml, merge_patch
 
 from dot_inference.apiserver import validate_objects
 from dot_inference.crossplane import documents, render
@@ -51,6 +51,9 @@ def world(case: dict[str, Any]) -> list[dict[str, Any]]:
     """What exists on the control plane: the case's objects, and the InferenceCluster (its
     status patched by `cluster`) when the case has one."""
     out = copy.deepcopy(case.get("world") or [])
+    # The models there are on their cluster's ledger too (function/cluster/ledger.py): the
+    # Usage each composed, as its function wrote it.
+    out.extend(u for u in map(ledger_usage, out) if u is not None)
     if "cluster" in case:
         cluster = copy.deepcopy(_CLUSTER)
         cluster["metadata"]["namespace"] = case.get("namespace", "a-team")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from conftest import EXAMPLES, load_yaml, request, run
+from conftest import EXAMPLES, control_plane, load_yaml, request, run, select
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from function.cluster import ledger
+from function.cluster.peers import REQUIREMENT as PEERS
 from function.model.catalog_lookup import catalog_ids
 
 json_scalars = (
@@ -198,9 +200,10 @@ def _merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     fields=llmd_fields,
     status=cluster_status,
     peers=st.booleans(),
+    whole=st.booleans(),
 )
 def test_the_llmd_backend_always_answers(
-    which: int, fields: dict[str, Any], status: dict[str, Any], peers: bool
+    which: int, fields: dict[str, Any], status: dict[str, Any], peers: bool, whole: bool
 ) -> None:
     xr = copy.deepcopy(LLMD_CLAIMS[which])
     params = xr["spec"]["parameters"]
@@ -209,11 +212,17 @@ def test_the_llmd_backend_always_answers(
         params.pop("clusterRef", None)
     cluster = _merged(LLMD_CLUSTER, {"status": status})
     cluster["metadata"]["labels"] = {"team": "a"}
+    # The models there as Crossplane selects them: the cluster's ledger and its own models,
+    # and (`whole`) every model of the namespace, which placement and a gain read.
+    world = control_plane(xr, LLMD_PEERS if peers else [], cluster)
+    asked = ledger.requirements("a-team", cluster["metadata"]["name"], cluster)
     required = {
         "inference-cluster": [cluster],
         "inference-clusters": [cluster],
-        "llminferences": [xr, *(LLMD_PEERS if peers else [])],
+        **{name: select(r, world) for name, r in asked.items()},
     }
+    if whole:
+        required[PEERS] = [xr, *(LLMD_PEERS if peers else [])]
     assert_answers(run(request(xr, required=required)))
 
 

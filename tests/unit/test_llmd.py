@@ -13,11 +13,13 @@ import hub_server
 import pytest
 from conftest import (
     EXAMPLES,
+    control_plane,
     engine_image,
     llmd_images,
     load_yaml,
     parse_yaml,
     ready_object,
+    settle,
     simulator_image,
 )
 
@@ -80,15 +82,15 @@ def claim(model: str = "Qwen/Qwen2.5-7B-Instruct", name: str = "qwen", **params:
 
 
 def run(xr: dict, state: dict | None = None, peers: list[dict] | None = None, **kw: Any) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
-            required={"inference-cluster": [state or cluster()], PEERS: [xr, *(peers or [])]},
             **llmd_images(),
             **kw,
-        )
+        ),
+        control_plane(xr, peers or [], state or cluster()),
     )
 
 

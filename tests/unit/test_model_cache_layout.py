@@ -18,11 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, llmd_images, load_yaml, simulator_image
+from conftest import (
+    EXAMPLES,
+    control_plane,
+    engine_image,
+    llmd_images,
+    load_yaml,
+    settle,
+    simulator_image,
+)
 
 from dot_inference.crossplane import documents, render
-from function.cluster.peers import REQUIREMENT as PEERS
-from function.compose import compose
 from function.keys import CACHE, FETCH, RUNTIME
 from function.outcome import Inputs, Outcome
 
@@ -353,14 +359,14 @@ def _claim(**params: Any) -> dict[str, Any]:
 
 
 def _run(xr: dict[str, Any], cluster: dict[str, Any], observed: dict | None = None) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
             observed=observed or {},
-            required={"inference-cluster": [cluster], PEERS: [xr]},
-        )
+        ),
+        control_plane(xr, [], cluster),
     )
 
 
@@ -584,14 +590,14 @@ def _peer(name: str, gpus: int) -> dict[str, Any]:
 
 
 def _run_with(xr: dict[str, Any], cluster: dict[str, Any], others: list[dict]) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
             observed={},
-            required={"inference-cluster": [cluster], PEERS: [xr, *others]},
-        )
+        ),
+        control_plane(xr, others, cluster),
     )
 
 
@@ -660,14 +666,14 @@ def test_llmd_pods_waiting_for_a_shared_download_say_so() -> None:
     cluster = copy.deepcopy(next(d for d in state if d["kind"] == "InferenceCluster"))
     cluster["status"]["storage"]["shared"] = {"className": "cephfs"}
     xr = load_yaml(EXAMPLES / "llm-llmd.yaml")[0]
-    out = compose(
+    out = settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
-            required={"inference-cluster": [cluster], PEERS: [xr]},
             **llmd_images(),
-        )
+        ),
+        control_plane(xr, [], cluster),
     )
     assert out.fatal is None, out.fatal
     serving = next(c for c in out.conditions if c.type == "Serving")

@@ -9,11 +9,17 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
+from conftest import (
+    EXAMPLES,
+    control_plane,
+    engine_image,
+    load_yaml,
+    ready_object,
+    settle,
+    simulator_image,
+)
 
 from dot_inference.apiserver import validate_objects
-from function.cluster.peers import REQUIREMENT as PEERS
-from function.compose import compose
 from function.keys import LWS, LWS_SERVICE, SCALER
 from function.limits import GPU_TYPES, GpuShape
 from function.model import sizing
@@ -54,14 +60,14 @@ def claim(model: str = "moonshotai/Kimi-K2-Instruct", **params: Any) -> dict[str
 
 
 def run(xr: dict, state: dict | None = None, observed: dict | None = None) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
             observed=observed or {},
-            required={"inference-cluster": [state or cluster()], PEERS: [xr]},
-        )
+        ),
+        control_plane(xr, [], state or cluster()),
     )
 
 

@@ -1131,3 +1131,50 @@ def test_both_emitters_fold_and_escape_double_quoted_strings_alike() -> None:
         assert yaml.dump(data, Dumper=printer._GoCDumper) == yaml.dump(
             data, Dumper=printer._GoDumper
         ), repr(text)
+
+
+def _cm(namespace: str, name: str, **labels: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+    }
+
+
+SELECTED = [
+    _cm("a", "x", cluster="c1"),
+    _cm("a-b", "x", cluster="c1", team="t"),
+    _cm("a", "y", cluster="c2"),
+    _cm("a", "z", cluster=""),
+    _cm("a", "w"),
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"}},
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "labels", "namespace", "want"),
+    [
+        ("equal value, extra labels allowed", {"cluster": "c1"}, "", ["a-b/x", "a/x"]),
+        ("in one namespace", {"cluster": "c1"}, "a", ["a/x"]),
+        ("every label must match", {"cluster": "c1", "team": "t"}, "", ["a-b/x"]),
+        ("an empty value needs the label", {"cluster": ""}, "a", ["a/z"]),
+        ("no label: everything of the kind", {}, "a", ["a/w", "a/x", "a/y", "a/z"]),
+        ("no match", {"cluster": "c3"}, "", []),
+    ],
+)
+def test_required_resources_by_label_as_crossplanes_fetcher(
+    case: str, labels: dict[str, str], namespace: str, want: list[str]
+) -> None:
+    """internal/xfn/required_resources.go at v2.3.4: a List in the namespace (every one when
+    none) with client.MatchingLabels (each label present with that value; none selects
+    all), sorted by "<namespace>/<name>" as one string."""
+    selector = fnv1.ResourceSelector(api_version="v1", kind="ConfigMap")
+    selector.match_labels.labels.update(labels)
+    if namespace:
+        selector.namespace = namespace
+    found = render.fetch_required(selector, SELECTED)
+    got = [
+        f"{i.resource['metadata']['namespace']}/{i.resource['metadata']['name']}"
+        for i in found.items
+    ]
+    assert got == want, case

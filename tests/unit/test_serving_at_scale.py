@@ -12,9 +12,18 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, engine_image, load_yaml, ready_object, simulator_image
+from conftest import (
+    EXAMPLES,
+    control_plane,
+    engine_image,
+    load_yaml,
+    ready_object,
+    settle,
+    simulator_image,
+)
 
 from dot_inference.apiserver import validate_objects
+from function.cluster import ledger
 from function.cluster.peers import REQUIREMENT as PEERS
 from function.compose import compose
 from function.keys import FETCH, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
@@ -60,14 +69,14 @@ def run(
     others: list[dict[str, Any]] | None = None,
     observed: dict[str, Any] | None = None,
 ) -> Outcome:
-    return compose(
+    return settle(
         Inputs(
             xr=xr,
             engine_image=engine_image(),
             simulator_image=simulator_image(),
             observed=observed or {},
-            required={"inference-cluster": [state or cluster()], PEERS: [xr, *(others or [])]},
-        )
+        ),
+        control_plane(xr, others or [], state or cluster()),
     )
 
 
@@ -302,9 +311,54 @@ def test_a_malformed_peer_never_breaks_a_claim() -> None:
         "not an object",
     ]
     # Created last, so every peer counts (an earlier one is counted, a later one is not).
-    out = run(claim(created="2026-12-31T00:00:00Z"), others=broken)  # type: ignore[list-item]
-    assert out.fatal is None, out.fatal
-    assert cond(out, "GPUBudget")[:2] == ("True", "Fits")
+    xr = claim(created="2026-12-31T00:00:00Z")
+    junk_usages = [
+        *broken,
+        *[
+            {
+                "metadata": {
+                    "name": f"junk-{i}",
+                    "labels": {ledger.CLUSTER_LABEL: "inference-aws"},
+                    "annotations": {ledger.ENTRY_ANNOTATION: text},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+                            "kind": "LLMInference",
+                            "name": "w",
+                            "controller": True,
+                        },
+                    ],
+                }
+            }
+            for i, text in enumerate(
+                [
+                    '{"metadata":{"name":"w"},"spec":{"parameters":{"model":"a/b","gpu":"x",'
+                    '"replicas":"lots","clusterRef":{"name":"inference-aws"}}},'
+                    '"status":{"plan":{"gpus":"x"},"replicas":{"max":true}}}',
+                    *("{", "[]", "null", "[" * 5000, '{"metadata":{"name":3}}', 7),
+                ]
+            )
+        ],
+    ]
+    # As Crossplane would never return them, in every requirement peers are read from: the
+    # cluster's own models and its ledger (a reconcile that gains nothing), then the whole
+    # namespace (one that gains, or is refused).
+    ledger_only = {
+        "inference-cluster": [cluster()],
+        ledger.CLUSTER_MODELS_REQUIREMENT: broken,
+        ledger.LEDGER_REQUIREMENT: junk_usages,
+    }
+    for required in (ledger_only, {**ledger_only, PEERS: [xr, *broken]}):
+        out = compose(
+            Inputs(
+                xr=xr,
+                engine_image=engine_image(),
+                simulator_image=simulator_image(),
+                required=required,
+            )
+        )
+        assert out.fatal is None, out.fatal
+        assert cond(out, "GPUBudget")[:2] == ("True", "Fits")
 
 
 # --------------------------------------------------------------------------- names and endpoint
