@@ -355,7 +355,7 @@ def _steady(
     published): the requests of each one's last call, and the first one's response."""
     import copy
 
-    from function.compose import CLUSTER_USAGE
+    from function.keys import CLUSTER_USAGE
     from function.fn import FunctionRunner
 
     first = _settled(xr, step_input, world)
