@@ -1,9 +1,10 @@
 """function-kcl (crossplane-contrib/function-kcl v0.12.2) semantics on kcl-lib.
 
 A step runner for offline render (see docs/architecture.md): ``run(req) -> rsp``. It runs the
-inline KCL program of a ``krm.kcl.dev/v1alpha1`` ``KCLInput`` in-process with kcl-lib and turns
-its ``items`` into a RunFunctionResponse the way function-kcl does (upstream ``fn.go``,
-``render.go``, ``pkg/resource/*.go``; krm-kcl ``pkg/edit``):
+inline KCL program of a ``krm.kcl.dev/v1alpha1`` ``KCLInput`` in-process with kcl-lib (through
+``kcl_service``, which frees each reply kcl-lib's binding would keep) and turns its ``items``
+into a RunFunctionResponse the way function-kcl does (upstream ``fn.go``, ``render.go``,
+``pkg/resource/*.go``; krm-kcl ``pkg/edit``):
 
 * ``option("params")`` is the input's ``spec.params`` with ``oxr``, ``dxr``, ``ocds``, ``dcds``,
   ``ctx``, ``extraResources`` and ``requiredResources`` set on top (same map, so a user param of
@@ -300,17 +301,6 @@ def _build_params(
 # --------------------------------------------------------------------------------------------
 # Running KCL
 
-_api: Any = None
-
-
-def _kcl_api() -> Any:
-    global _api
-    if _api is None:
-        import kcl_lib.api as kcl_api  # imported lazily: the native library is large
-
-        _api = kcl_api.API()
-    return _api
-
 
 def execute_kcl(
     source: str, params: dict[str, Any], *, spec: dict[str, Any] | None = None
@@ -319,7 +309,9 @@ def execute_kcl(
 
     Raises ``KCLFunctionError`` with upstream's message (the KCL error verbatim) on any error.
     """
-    import kcl_lib.api as kcl_api
+    import kcl_lib.api as kcl_api  # imported lazily: the native library is large
+
+    from dot_inference import kcl_service
 
     spec = spec or {}
     config = spec.get("config") or {}
@@ -359,7 +351,7 @@ def execute_kcl(
         debug=1 if config.get("debug") else 0,
     )
     try:
-        result = _kcl_api().exec_program(exec_args)
+        result = kcl_service.exec_program(exec_args)
         error = result.err_message
     except Exception as err:  # kcl-lib raises for parse/compile errors
         error = str(err)
