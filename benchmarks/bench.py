@@ -370,8 +370,8 @@ def _steady(
     published): the requests of each one's last call, and the first one's response."""
     import copy
 
-    from function.keys import CLUSTER_USAGE
     from function.fn import FunctionRunner
+    from function.keys import CLUSTER_USAGE
 
     first = _settled(xr, step_input, world)
     rsp = asyncio.run(FunctionRunner().RunFunction(first))
