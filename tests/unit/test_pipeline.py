@@ -126,3 +126,21 @@ def test_a_claim_on_the_control_plane_reports_its_backend_and_engine() -> None:
     assert out.fatal is None
     assert out.status["plan"]["backend"] == "productionStack"
     assert out.status["plan"]["image"] == engine_image()
+
+
+# (name, claim's params, the kind the Serving condition names)
+ENGINE_KINDS = [
+    ("the production stack serves from a VLLMRuntime", {}, "VLLMRuntime"),
+    ("the simulator from a Deployment", {"engine": {"simulate": True}}, "Deployment"),
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "kind"), [c[1:] for c in ENGINE_KINDS], ids=[c[0] for c in ENGINE_KINDS]
+)
+def test_the_serving_condition_names_the_engine_each_backend_built(params, kind) -> None:
+    out = compose(
+        Inputs(xr=_xr(**params), engine_image=engine_image(), simulator_image=simulator_image())
+    )
+    [serving] = [c for c in out.conditions if c.type == "Serving"]
+    assert f" {kind} a-team/m" in f" {serving.message}", serving.message
