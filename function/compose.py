@@ -4,14 +4,14 @@
 translates between it and the gRPC messages, so every stage is testable and benchmarkable
 without protobuf:
 
-    inputs  -> LLMSpec      the claim, typed and checked            function/spec.py
-    target  -> Where        cluster, tenancy, placement, neighbours  function/cluster/
-    policy                  names, hosts, KV addresses, KEDA         function/policy/
-    plan    -> Sized        model facts, sizing, topology            function/model/, plan/
-    budget  -> Replicas     replicas within the cluster's GPUs       function/plan/budget.py
-    objects -> Engine       one backend builds (registry order)      function/backends/
-    status                  serving, readiness, status.plan          function/status.py
-    ledger                  the model's entry in its cluster's ledger  function/cluster/ledger.py
+    inputs  -> LLMSpec   the claim, typed and checked             function/spec.py
+    target  -> Where     cluster, tenancy, placement, neighbours  function/cluster/
+    policy               names, hosts, KV addresses, KEDA         function/policy/
+    plan    -> Sized     model facts, sizing, topology            function/model/, plan/
+    budget  -> Replicas  replicas within the cluster's GPUs       function/plan/budget.py
+    objects -> Engine    one backend builds (registry order)      function/backends/
+    status               serving, readiness, status.plan          function/status.py
+    ledger               the model's entry in its cluster's list  function/cluster/ledger.py
 
 A stage that cannot go on yet (the cluster is being looked up, placement found none)
 returns None and the Outcome says why; a problem with the claim is a SpecError, which

@@ -7,7 +7,7 @@ from typing import Any
 
 from function.backends.base import Engine
 from function.cluster.target import Target, dig
-from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME, SIMULATOR
+from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME
 from function.model import catalog, sizing
 from function.model.facts import facts_status
 from function.outcome import Condition, Inputs, Outcome, condition_true, observed_manifest
@@ -44,7 +44,6 @@ def serving_condition(inputs: Inputs, target: Target, engine: Engine, out: Outco
     """Whether the engine serves, from what Crossplane observed of it; `engine.current` is
     False while it waits for the model download (none yet, or the previous model's kept)."""
     kind, name, current, key = engine.kind, engine.name, engine.current, engine.key
-    simulated = key == SIMULATOR
     observed = inputs.observed.get(key + target.suffix)
     remote = target.provider_config is not None
     available = available_replicas(observed, remote)
@@ -86,7 +85,7 @@ def serving_condition(inputs: Inputs, target: Target, engine: Engine, out: Outco
                 "False",
                 "WaitingForEngine",
                 f"waiting for {where} to report an available replica ({detail})"
-                + ("" if simulated else "; large models take minutes to download and load"),
+                + ("" if engine.simulated else "; large models take minutes to download and load"),
             )
         )
     return ready

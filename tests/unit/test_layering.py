@@ -105,8 +105,12 @@ def test_no_module_is_over_600_lines() -> None:
 
 
 def test_every_backend_is_registered_once() -> None:
-    """Each module under function/backends/ that defines a BACKEND is in the registry."""
-    from function.backends import registry
+    """Each module under function/backends/ that defines a BACKEND is in the registry, and
+    the last one asked builds whatever the others do not (a claim always finds a backend)."""
+    from function.backends import production_stack, registry
+    from function.limits import GpuShape
+    from function.model import sizing
+    from function.spec import parse
 
     defined = {
         p.relative_to(FUNCTION).as_posix()
@@ -117,4 +121,7 @@ def test_every_backend_is_registered_once() -> None:
         )
     }
     assert len(defined) == len(registry.BACKENDS) == len({b.build for b in registry.BACKENDS})
-    assert registry.BACKENDS[-1].serves  # the last one is the default
+    assert registry.BACKENDS[-1] is production_stack.BACKEND
+    claim = {"metadata": {"name": "m", "namespace": "a"}, "spec": {"parameters": {"model": "x/y"}}}
+    one = sizing.plan_without_facts(1, GpuShape(80.0, 8, "h100", False))
+    assert [b.serves(parse(claim), one) for b in registry.BACKENDS] == [False, False, False, True]
