@@ -190,6 +190,16 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
         "examples/cluster-google.yaml",
         "examples/llm-qwen-on-aws.yaml",
     ),
+    "examples/state/llm-two-regions.yaml": (
+        "examples/cluster-aws.yaml",
+        "examples/cluster-google.yaml",
+        "examples/llm-qwen-on-aws.yaml",
+    ),
+    "examples/state/llm-spillover.yaml": (
+        "examples/cluster-aws.yaml",
+        "examples/cluster-google.yaml",
+        "examples/llm-qwen-on-aws.yaml",
+    ),
 }
 # When the models already on a cluster were created: before any example claim.
 PEER_CREATED = "2026-01-01T00:00:00Z"

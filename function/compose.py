@@ -13,6 +13,10 @@ without protobuf:
     status               serving, readiness, status.plan          function/status.py
     ledger               the model's entry in its cluster's list  function/cluster/ledger.py
 
+A claim spread over several clusters (spec.parameters.placement) takes the fleet's pipeline
+instead (function/fleet/pipeline.py): it composes one LLMInference per placement, each of
+which runs the stages above on its cluster, and the global route in front of them.
+
 A stage that cannot go on yet (the cluster is being looked up, placement found none)
 returns None and the Outcome says why; a problem with the claim is a SpecError, which
 becomes `fatal` with nothing composed.
@@ -30,6 +34,7 @@ from function.cluster.peers import Peer
 from function.cluster.place import place_by_selector
 from function.cluster.resolve import models_beside, resolve_target
 from function.cluster.target import Target
+from function.fleet.pipeline import compose_fleet
 from function.model import catalog, sizing
 from function.outcome import Inputs, Outcome, created_at
 from function.plan import scaling
@@ -83,7 +88,11 @@ def compose(inputs: Inputs) -> Outcome:
 def decide(inputs: Inputs, out: Outcome) -> None:
     """Every stage but the ledger's, in order; returns early when one cannot go on."""
     try:
-        where = locate(parse(inputs.xr), inputs, out)
+        spec = parse(inputs.xr)
+        if spec.fleet is not None:
+            compose_fleet(spec, inputs, out)  # one LLMInference per placement, and the route
+            return
+        where = locate(spec, inputs, out)
         if where is None:
             out.xr_ready = False
             return

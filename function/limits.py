@@ -55,6 +55,8 @@ ASSUMED_GPU = GpuShape(
 )
 
 MAX_REPLICAS: int = int(_DATA["replicas"]["max"])
+MAX_PLACEMENTS: int = int(_DATA["fleet"]["maxPlacements"])
+MAX_SPILLOVER: int = int(_DATA["fleet"]["maxSpillover"])
 ALIAS = re.compile(_DATA["servedModelAliases"]["pattern"])
 ALIAS_MAX_LENGTH: int = int(_DATA["servedModelAliases"]["maxLength"])
 ALIAS_MAX_ITEMS: int = int(_DATA["servedModelAliases"]["maxItems"])

@@ -25,7 +25,17 @@ from function.limits import (
 from function.plan.storage import ACCESS_MODES
 from function.policy import llmd_profiles
 from function.spec_engine import EngineOverrides, parse_engine
-from function.spec_fields import P, SpecError, int_in, short
+from function.spec_fields import (
+    DNS_SUBDOMAIN,
+    LABEL_KEY,
+    SECRET_KEY,
+    P,
+    SecretRef,
+    SpecError,
+    int_in,
+    short,
+)
+from function.spec_fleet import Fleet, parse_fleet
 from function.spec_serving import (
     Autoscaling,
     Disaggregation,
@@ -35,18 +45,10 @@ from function.spec_serving import (
 )
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 DEFAULT_HF_TOKEN_SECRET = "hf-token"
 DEFAULT_HF_TOKEN_KEY = "token"
 DEFAULT_API_KEY_KEY = "api-key"
-
-
-@dataclass(frozen=True)
-class SecretRef:
-    name: str
-    key: str
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class LLMSpec:
     backend: str = BACKENDS[0]
     llmd_profile: str = llmd_profiles.DEFAULT_PROFILE
     disaggregation: Disaggregation | None = None
+    # placement, globalEndpoint, spillover: the model over several clusters (None: one)
+    fleet: Fleet | None = None
 
     @property
     def llmd(self) -> bool:
@@ -310,6 +314,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         backend=backend,
         llmd_profile=profile,
         disaggregation=disaggregation,
+        fleet=parse_fleet(params, selector is not None),
     )
 
 
@@ -341,11 +346,7 @@ def _aliases(params: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
-# Label keys and values as Kubernetes checks them (optional DNS prefix, name of at most 63).
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
+# Label values as Kubernetes checks them (keys: spec_fields.LABEL_KEY).
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -363,7 +364,7 @@ def _cluster_selector(params: dict) -> dict[str, str] | None:
             "from, e.g. {gpu: h100, region: eu}",
         )
     for k, v in labels.items():
-        if not isinstance(k, str) or not _LABEL_KEY.match(k) or len(k) > 253:
+        if not isinstance(k, str) or not LABEL_KEY.match(k) or len(k) > 253:
             raise SpecError(
                 f"{f}.matchLabels", k, f"{f}.matchLabels: {short(k)} is not a label key"
             )

@@ -3,9 +3,26 @@ one error a spec problem raises (``SpecError``), and how a value reads in a mess
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from function.errors import FieldError
 
 P = "spec.parameters"
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# Label keys as Kubernetes checks them (an optional DNS prefix, a name of at most 63).
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    name: str
+    key: str
 
 
 class SpecError(FieldError):

@@ -5,6 +5,8 @@ function/cluster/placement.py chooses."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from function.cluster import peers, placement
@@ -27,17 +29,37 @@ from function.plan.fit import engine_settings
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import check_host, check_served_names
 from function.spec import LLMSpec, P, SpecError
+from function.spec_fleet import SPREAD_BY_REGION
 
 PLACEMENT_REQUIREMENT = "inference-clusters"
+# Where an existing or local cluster, which asks for no region, says which it is in.
+REGION_LABEL = "inference.devopstoolkit.ai/region"
 
 
-def place_by_selector(
-    spec: LLMSpec, inputs: Inputs, out: Outcome
-) -> tuple[LLMSpec, dict[str, Any]] | None:
-    """For a clusterSelector: the InferenceClusters it matches (a required resource), the
-    models on each (function/cluster/peers.py), and the cluster placement chooses
-    (function/cluster/placement.py); the claim as if it named that cluster, or None when none can
-    run it yet (status.placement says why, for every cluster)."""
+@dataclass(frozen=True)
+class Gathered:
+    """What placement weighs: every matching cluster as a candidate, the model's size on a
+    GPU shape, its smallest count of replicas, and the clusters as Crossplane found them."""
+
+    candidates: list[placement.Candidate]
+    size: Sizer
+    low: int
+    found: list[dict[str, Any]]
+
+
+def gather(
+    spec: LLMSpec,
+    inputs: Inputs,
+    out: Outcome,
+    spread_by: str | None = None,
+    mine: Callable[[dict[str, Any]], bool] | None = None,
+    reachable: Callable[[LLMSpec, Target], str | None] | None = None,
+) -> Gathered | None:
+    """The InferenceClusters clusterSelector matches (a required resource) and the models on
+    each (function/cluster/peers.py) as candidates; None until Crossplane has listed them.
+    `spread_by` gives each its spread value (function/cluster/spread.py); models `mine` (a
+    fleet's own placements) hold nothing against it; `reachable` says why a cluster that
+    could run the model still cannot take it."""
     assert spec.cluster_selector is not None
     out.requirements[PLACEMENT_REQUIREMENT] = {
         "apiVersion": CLUSTER_API_VERSION,
@@ -57,21 +79,20 @@ def place_by_selector(
         return None
     found = [c for c in inputs.required[PLACEMENT_REQUIREMENT] if isinstance(c, dict)]
     everyone = inputs.required.get(peers.REQUIREMENT) or []
+    if mine is not None:
+        everyone = [xr for xr in everyone if not (isinstance(xr, dict) and mine(xr))]
     created = created_at(inputs)
-    params = dig(inputs.xr, "spec", "parameters") or {}
-    fingerprint = placement.claim_hash(params)
-    before = dig(inputs.xr, "status", "placement") or {}
-    current = before.get("cluster") if isinstance(before.get("cluster"), str) else None
     facts, _ = model_facts(spec, inputs, Outcome())  # the plan's own call reports on the facts
     engine = engine_settings(spec)
     candidates = []
     grouped = peers.by_cluster(everyone, spec.name)
     for cluster in sorted(found, key=lambda c: str(dig(c, "metadata", "name"))):
         name = str(dig(cluster, "metadata", "name"))
+        value = spread_value(cluster, spread_by) if spread_by else None
         as_ref = dataclasses.replace(spec, cluster_ref=name)
         problem, target = candidate(as_ref, cluster)
         if target is None:
-            candidates.append(placement.Candidate(name, problem=problem))
+            candidates.append(placement.Candidate(name, problem=problem, spread_value=value))
             continue
         others = grouped.get(name, [])
         try:
@@ -83,6 +104,8 @@ def place_by_selector(
             check_host(as_ref, target, others, created)
         except SpecError as e:
             problem = e.problem if e.problem is not None else e.message
+        if problem is None and reachable is not None:
+            problem = reachable(as_ref, target)
         held = sum(h.gpus for h in budget_holders(as_ref, target, others, created))
         g = target.gpu
         candidates.append(
@@ -95,13 +118,56 @@ def place_by_selector(
                 pool=g.per_node * target.max_nodes if target.max_nodes else None,
                 held=held,
                 span=target.span,
+                spread_value=value,
             )
         )
     if spec.disaggregation is not None:
         low = 1  # the sizer counts every prefill and decode pod at once
     else:
         low = spec.autoscaling.min_replicas if spec.autoscaling else (spec.replicas or 1)
-    size = sizer(spec, facts, engine)
+    return Gathered(candidates, sizer(spec, facts, engine), low, found)
+
+
+def spread_value(cluster: dict[str, Any], spread_by: str) -> str | None:
+    """A cluster's value of the key placements spread by: for `region`, its provider and
+    region (`aws/us-east-1`; the region the cluster publishes, else asks for, else its label
+    inference.devopstoolkit.ai/region), else the value of that label on it; None when it has
+    none."""
+    labels = dig(cluster, "metadata", "labels") or {}
+    if spread_by != SPREAD_BY_REGION:
+        value = labels.get(spread_by) if isinstance(labels, dict) else None
+        return value if isinstance(value, str) and value else None
+    params = dig(cluster, "spec", "parameters") or {}
+    provider = params.get("provider") if isinstance(params, dict) else None
+    region = dig(cluster, "status", "region") or (
+        params.get("region") if isinstance(params, dict) else None
+    )
+    if not isinstance(region, str) or not region:
+        region = labels.get(REGION_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(region, str) or not region:
+        return None
+    return f"{provider}/{region}" if isinstance(provider, str) and provider else region
+
+
+def place_by_selector(
+    spec: LLMSpec, inputs: Inputs, out: Outcome
+) -> tuple[LLMSpec, dict[str, Any]] | None:
+    """For a clusterSelector: the cluster placement chooses among those it matches
+    (function/cluster/placement.py); the claim as if it named that cluster, or None when none
+    can run it yet (status.placement says why, for every cluster)."""
+    gathered = gather(spec, inputs, out)
+    if gathered is None:
+        return None
+    candidates, size, low, found = (
+        gathered.candidates,
+        gathered.size,
+        gathered.low,
+        gathered.found,
+    )
+    params = dig(inputs.xr, "spec", "parameters") or {}
+    fingerprint = placement.claim_hash(params)
+    before = dig(inputs.xr, "status", "placement") or {}
+    current = before.get("cluster") if isinstance(before.get("cluster"), str) else None
     decision = placement.place(candidates, size, low, current)
     out.placement = {
         **({"cluster": decision.cluster} if decision.cluster else {}),
@@ -112,7 +178,7 @@ def place_by_selector(
             v.as_status() for v in placement.explain(decision, candidates, size, size.why_not)
         ],
     }
-    selector = ", ".join(f"{k}={v}" for k, v in sorted(spec.cluster_selector.items()))
+    selector = selector_text(spec)
     if decision.cluster is None:
         out.conditions.append(
             Condition(
@@ -131,6 +197,10 @@ def place_by_selector(
     )
     cluster = next(c for c in found if dig(c, "metadata", "name") == decision.cluster)
     return dataclasses.replace(spec, cluster_ref=decision.cluster), cluster
+
+
+def selector_text(spec: LLMSpec) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((spec.cluster_selector or {}).items()))
 
 
 def candidate(spec: LLMSpec, cluster: dict[str, Any]) -> tuple[str | None, Target | None]:

@@ -44,6 +44,8 @@ class Candidate:
     pool: int | None = None  # maxNodes x perNode; None: not published
     held: int = 0  # GPUs the models placed there hold
     span: int = 1  # nodes one replica may span there (apps.lws: its maxNodes)
+    # Its value of the key placements spread by (function/cluster/spread.py); None: none.
+    spread_value: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Verdict:
     reason: str
     gpus_per_replica: int | None = None
     free: int | None = None
+    spread_value: str | None = None
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.cluster, "chosen": self.chosen, "reason": self.reason}
@@ -60,6 +63,8 @@ class Verdict:
             out["gpusPerReplica"] = self.gpus_per_replica
         if self.free is not None:
             out["freeGPUs"] = self.free
+        if self.spread_value is not None:
+            out["spreadValue"] = self.spread_value
         return out
 
 
@@ -182,6 +187,12 @@ def explain(
 
 
 STAY = "placed here before; a model moves only when its cluster goes away or can no longer run it"
+
+
+def usable(c: Candidate, size: Sizer, replicas: int) -> bool:
+    """Whether the cluster a model runs on can still run `replicas` of it (a moment not
+    Ready counts as running)."""
+    return _usable(c, size, replicas, None)
 
 
 def _usable(c: Candidate, size: Sizer, replicas: int, held: Mapping[str, int] | None) -> bool:

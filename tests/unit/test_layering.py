@@ -33,7 +33,19 @@ RULES = [
             "errors.py",
             "datafile.py",
         ),
-        ("function.backends", "function.compose", "function.status"),
+        ("function.backends", "function.compose", "function.status", "function.fleet"),
+    ),
+    (
+        "the fleet composes placements, never a backend's objects",
+        ("fleet/",),
+        (
+            "function.compose",
+            "function.backends.registry",
+            "function.backends.production_stack",
+            "function.backends.multinode",
+            "function.backends.simulator",
+            "function.backends.llmd",
+        ),
     ),
     (
         "a backend never imports the pipeline",
@@ -47,7 +59,7 @@ RULES = [
     ),
     (
         "only the pipeline knows the registry",
-        ("backends/", "status.py", "model/", "cluster/", "plan/", "policy/"),
+        ("backends/", "status.py", "model/", "cluster/", "plan/", "policy/", "fleet/"),
         ("function.backends.registry",),
     ),
     (

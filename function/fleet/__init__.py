@@ -1,0 +1,1 @@
+"""One model over several clusters: placements, the global route and spillover."""

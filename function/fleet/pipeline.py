@@ -1,0 +1,356 @@
+"""One model over several clusters (spec.parameters.placement): the fleet's pipeline.
+
+    gather     every matching cluster as a candidate         function/cluster/place.py
+    spread     the clusters, at most one per spread value    function/cluster/spread.py
+    children   one LLMInference per placement                function/fleet/children.py
+    route      the global route, weighted by serving         function/fleet/route.py
+    status     status.placement, status.endpoint, conditions
+
+Each placement is an LLMInference with `clusterRef` (its own GPU budget, router, autoscaling
+and Usage of its cluster); this claim composes those, and on the global Gateway's cluster the
+route, its backends and the spillover keys' copies, through that cluster's ProviderConfig.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from function import kube
+from function.backends import resources
+from function.cluster import spread as spreading
+from function.cluster.place import gather, selector_text
+from function.cluster.placement import RULE, claim_hash
+from function.cluster.target import Target, dig
+from function.fleet import children, route
+from function.fleet.gateway import Gateway, find_gateway
+from function.outcome import Condition, Inputs, Outcome, condition_true
+from function.policy import ownership
+from function.policy.names import behind_router
+from function.policy.secrets import secret_problem
+from function.policy.tenancy import url_host
+from function.spec import LLMSpec, P, SpecError
+
+ROUTE = "global-route"
+POLICY = "global-retry-policy"
+GATEWAY_USAGE = "usage-global-endpoint-cluster"
+BACKEND_PREFIX = "global-backend-"
+SPILLOVER_PREFIX = "global-spillover-"
+SECRET_PREFIX = "secret-spillover-"
+
+
+def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
+    fleet = spec.fleet
+    assert fleet is not None
+    params = dig(inputs.xr, "spec", "parameters") or {}
+    everyone = inputs.required.get("llminferences") or []
+    # A placement's name may not be another claim's.
+    foreign = {
+        str(dig(xr, "metadata", "name"))
+        for xr in everyone
+        if isinstance(xr, dict) and not children.of_fleet(xr, spec.name)
+    }
+
+    def reach(as_ref: LLMSpec, target: Target) -> str | None:
+        assert as_ref.cluster_ref is not None
+        child = children.name(spec.name, as_ref.cluster_ref)
+        if child in foreign:
+            return (
+                f"its placement would be LLMInference {spec.namespace}/{child}, which is another "
+                "claim's name"
+            )
+        if fleet.gateway_cluster is None:
+            return None
+        url = placement_endpoint(as_ref, target)
+        if url is None:
+            return (
+                "the global gateway needs the model's URL there: a public host, the model's "
+                f"{P}.ingressHost or the cluster's router (apps.vllm.endpoint.host)"
+            )
+        if url_host(url) is None and target.cluster != fleet.gateway_cluster:
+            return (
+                f"its endpoint {url} is in-cluster only, out of reach of the global Gateway on "
+                f"{fleet.gateway_cluster}: set apps.vllm.endpoint.host on {target.cluster} or "
+                f"{P}.ingressHost"
+            )
+        return None
+
+    gathered = gather(
+        spec,
+        inputs,
+        out,
+        fleet.spread_by,
+        mine=lambda xr: children.of_fleet(xr, spec.name),
+        reachable=reach,
+    )
+    if gathered is None:
+        out.xr_ready = False
+        return
+    published = dig(inputs.xr, "status", "placement", "placements")
+    decision = spreading.spread(
+        gathered.candidates,
+        gathered.size,
+        gathered.low,
+        fleet.clusters,
+        children.current(inputs.observed, published),
+    )
+    by_name = {str(dig(c, "metadata", "name")): c for c in gathered.found}
+    rows = []
+    for p in decision.placed:
+        key = children.key(p.cluster)
+        out.resources[key] = children.manifest(spec.name, spec.namespace, params, p.cluster)
+        observed = inputs.observed.get(key)
+        out.ready[key] = condition_true(observed)
+        serving, ready = children.serving(observed)
+        url = children.endpoint(observed) or predicted(spec, p.cluster, by_name)
+        rows.append(
+            {
+                "cluster": p.cluster,
+                "spreadValue": p.spread_value,
+                "name": children.name(spec.name, p.cluster),
+                "reason": p.reason,
+                "serving": serving,
+                "readyReplicas": ready,
+                "weight": route.placement_weight(serving, ready),
+                **({"endpoint": url} if url else {}),
+            }
+        )
+    explained = spreading.explain(
+        decision, gathered.candidates, gathered.size, gathered.size.why_not, gathered.low
+    )
+    placement: dict[str, Any] = {
+        "spreadBy": fleet.spread_by,
+        "asked": fleet.clusters,
+        "placed": len(rows),
+        "summary": f"{len(rows)}/{fleet.clusters}",
+        "rule": f"{RULE}; at most one per value of {fleet.spread_by}",
+        "claimHash": claim_hash(params),
+        "placements": rows,
+        "candidates": [v.as_status() for v in explained],
+    }
+    if decision.missing:
+        placement["missing"] = decision.missing
+    out.placement = placement
+    placement_condition(spec, decision, out)
+    serving_now = sum(1 for r in rows if r["serving"])
+    out.conditions.append(
+        Condition(
+            "Serving",
+            "True" if serving_now else "False",
+            "Available" if serving_now else "NoPlacementServes",
+            f"{serving_now} of {len(rows)} placement(s) serve"
+            + (f": {', '.join(r['cluster'] for r in rows if r['serving'])}" if serving_now else ""),
+        )
+    )
+    endpoint = None
+    route_ready = True
+    if fleet.gateway_cluster is not None:
+        gateway = find_gateway(spec, inputs, out)
+        if gateway is not None:
+            endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
+        else:
+            route_ready = False
+    out.status = {"placement": placement, **({"endpoint": endpoint} if endpoint else {})}
+    out.xr_ready = serving_now > 0 and route_ready
+
+
+def placement_condition(spec: LLMSpec, decision: spreading.Spread, out: Outcome) -> None:
+    selector = selector_text(spec)
+    where = ", ".join(f"{p.cluster} ({p.spread_value})" for p in decision.placed)
+    if not decision.placed:
+        out.conditions.append(
+            Condition(
+                "Placement",
+                "False",
+                "NoCluster",
+                f"{spec.cluster_field} ({selector}): {decision.missing}; status.placement says "
+                "why for each cluster",
+            )
+        )
+    elif decision.missing:
+        out.conditions.append(
+            Condition(
+                "Placement",
+                "False",
+                "TooFewClusters",
+                f"{selector}: runs on {where}; {decision.missing} (status.placement.candidates "
+                "says why for each cluster)",
+            )
+        )
+    else:
+        out.conditions.append(
+            Condition("Placement", "True", "Placed", f"{selector}: runs on {where}")
+        )
+
+
+def placement_endpoint(spec: LLMSpec, target: Target) -> str | None:
+    """The URL a placement will publish, as its own status.endpoint will say (function/
+    status.py `endpoint_url`), where the gateway can use one: the model's Ingress host, or
+    the cluster's router; an llm-d model's path on its cluster's Gateway is not one."""
+    if spec.ingress_host:
+        return f"http://{spec.ingress_host}"
+    if spec.llmd:
+        return None
+    if behind_router(spec, target) and target.router_endpoint:
+        return target.router_endpoint
+    return None
+
+
+def predicted(spec: LLMSpec, cluster: str, found: dict[str, dict[str, Any]]) -> str | None:
+    """A placement's URL before it has published one."""
+    if spec.ingress_host:
+        return f"http://{spec.ingress_host}"
+    url = dig(found.get(cluster), "status", "endpoint")
+    return url if isinstance(url, str) and url and not spec.llmd else None
+
+
+def global_route(
+    spec: LLMSpec, gateway: Gateway, rows: list[dict[str, Any]], inputs: Inputs, out: Outcome
+) -> tuple[str, bool]:
+    """The route, its backends, the spillover keys' copies and a Usage of the gateway's
+    cluster; the URL and whether everything is ready there."""
+    assert spec.fleet is not None
+    target = Target(
+        provider_config=gateway.provider_config,
+        namespace=gateway.namespace,
+        cluster=gateway.cluster,
+        credential_secrets=gateway.credential_secrets,
+    )
+    legs: list[route.Leg] = []
+    for row in rows:
+        url = row.get("endpoint")
+        if not isinstance(url, str) or route.split_url(url) is None:
+            continue
+        name = kube.dns_label(f"{spec.name}-{row['cluster']}")
+        place(
+            spec,
+            gateway,
+            BACKEND_PREFIX + row["cluster"],
+            route.static_backend(name=name, namespace=gateway.namespace, model=spec.model, url=url),
+            out,
+        )
+        legs.append(route.Leg(name, int(row["weight"]), cluster=row["cluster"], url=url))
+    placed_total = sum(leg.weight for leg in legs)
+    spill_rows = []
+    weights = route.spillover_weights(spec.fleet.spillover, placed_total)
+    for i, (spill, weight) in enumerate(zip(spec.fleet.spillover, weights, strict=True)):
+        secret = spillover_key(spec, gateway, target, i, inputs, out)
+        spill_rows.append({"url": spill.url, "model": spill.model, "weight": weight})
+        if secret is None:
+            continue
+        name = kube.dns_label(f"{spec.name}-spillover-{i}")
+        place(
+            spec,
+            gateway,
+            f"{SPILLOVER_PREFIX}{i}",
+            route.spillover_backend(
+                name=name, namespace=gateway.namespace, model=spec.model, spill=spill, secret=secret
+            ),
+            out,
+        )
+        legs.append(route.Leg(name, weight, url=spill.url))
+    if spill_rows and out.placement is not None:
+        out.placement["spillover"] = spill_rows
+    route_name = kube.dns_label(spec.name)
+    path = f"/{spec.namespace}/{spec.name}"
+    place(
+        spec,
+        gateway,
+        ROUTE,
+        route.http_route(
+            name=route_name,
+            namespace=gateway.namespace,
+            model=spec.model,
+            gateway=gateway.gateway,
+            path=path,
+            legs=legs,
+        ),
+        out,
+    )
+    place(
+        spec,
+        gateway,
+        POLICY,
+        route.retry_policy(
+            name=route_name, namespace=gateway.namespace, model=spec.model, route=route_name
+        ),
+        out,
+    )
+    out.resources[GATEWAY_USAGE] = resources.cluster_usage(
+        name=kube.dns_label(f"{spec.name}-uses-{gateway.cluster}"),
+        cluster=gateway.cluster,
+        model_claim=spec.name,
+    )
+    out.ready[GATEWAY_USAGE] = True
+    routed = [k for k in out.resources if k.startswith(("global-", SECRET_PREFIX))]
+    for k in routed:
+        out.ready[k] = condition_true(inputs.observed.get(k))
+    ready = all(out.ready[k] for k in routed)
+    weights_text = ", ".join(f"{leg.cluster or leg.url}={leg.weight}" for leg in legs)
+    out.conditions.append(
+        Condition(
+            "GlobalEndpoint",
+            "True" if ready else "False",
+            "Routed" if ready else "Creating",
+            f"HTTPRoute {gateway.namespace}/{route_name} on {gateway.gateway[1]}/"
+            f"{gateway.gateway[0]} (InferenceCluster {gateway.cluster}), weights "
+            f"{weights_text or 'none'}" + ("" if ready else "; waiting for its objects there"),
+        )
+    )
+    return gateway.endpoint + path, ready
+
+
+def spillover_key(
+    spec: LLMSpec, gateway: Gateway, target: Target, i: int, inputs: Inputs, out: Outcome
+) -> str | None:
+    """The copy of a spillover endpoint's key on the gateway's cluster (one key of an Opaque
+    Secret in the claim's namespace, never a cluster's credentials); None until Crossplane has
+    fetched the Secret (or when it is missing, with a warning)."""
+    assert spec.fleet is not None
+    ref = spec.fleet.spillover[i].secret
+    field = f"{P}.spillover[{i}].apiKeySecretRef"
+    requirement = f"{SECRET_PREFIX}{i}"
+    out.requirements[requirement] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "matchName": ref.name,
+        "namespace": spec.namespace,
+    }
+    if requirement not in inputs.required:
+        return None
+    found = inputs.required[requirement]
+    if not found:
+        out.warnings.append(
+            f"{field}: Secret {spec.namespace}/{ref.name} does not exist; create it with the key "
+            f"{ref.key!r} (the spillover endpoint is left out of the route until then)"
+        )
+        return None
+    problem = secret_problem(ref, field, found[0], target)
+    if problem:
+        raise SpecError(field, ref.name, problem)
+    copy = kube.dns_label(f"{spec.name}-spillover-{i}-key")
+    secret, refs = resources.copied_secret(
+        name=copy,
+        namespace=gateway.namespace,
+        key=ref.key,
+        source_name=ref.name,
+        source_namespace=spec.namespace,
+    )
+    place(spec, gateway, requirement, secret, out, references=refs)
+    return copy
+
+
+def place(
+    spec: LLMSpec,
+    gateway: Gateway,
+    key: str,
+    manifest: dict[str, Any],
+    out: Outcome,
+    **wrap: Any,
+) -> None:
+    """Compose `manifest` on the gateway's cluster, in a provider-kubernetes Object."""
+    out.resources[key] = resources.wrap_in_object(
+        ownership.annotate(manifest, ownership.owner(spec.namespace, spec.name)),
+        name=kube.dns_label(f"{spec.name}-{key}"),
+        provider_config=gateway.provider_config,
+        **wrap,
+    )

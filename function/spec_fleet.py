@@ -1,0 +1,232 @@
+"""The fields that run one model over several clusters: `placement` (how many clusters, spread
+by what), `globalEndpoint` (the one URL in front of them) and `spillover` (endpoints outside
+the fleet). All three are additive: without `placement` a claim is placed on one cluster
+exactly as before.
+
+A spillover URL is where the control plane's gateway will send tenants' requests, so it must
+name a public host: an IP literal (the cloud's metadata address, a pod) or an in-cluster name
+would let a claim reach what its namespace does not own."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from function.limits import HF_MODEL_ID_MAX_PART, MAX_PLACEMENTS, MAX_SPILLOVER
+from function.spec_fields import (
+    DNS_SUBDOMAIN,
+    LABEL_KEY,
+    SECRET_KEY,
+    P,
+    SecretRef,
+    SpecError,
+    int_in,
+    short,
+)
+
+# spreadBy's default: the cluster's provider and region (function/cluster/spread.py).
+SPREAD_BY_REGION = "region"
+DEFAULT_SPILLOVER_KEY = "api-key"
+MAX_SPILLOVER_WEIGHT = 100
+# Names that resolve inside a cluster (its Services, the node, mDNS) are no public endpoint.
+_INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster", ".localhost", ".home.arpa")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+
+
+@dataclass(frozen=True)
+class Spillover:
+    """An OpenAI-compatible endpoint outside the fleet: where, which model there, the key's
+    Secret (in the claim's namespace) and its weight (0: only while no placement serves)."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    path: str  # the API's base path ("" for the provider's default, /v1)
+    model: str
+    secret: SecretRef
+    weight: int
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """placement.clusters over the clusters clusterSelector matches, at most one per value of
+    `spread_by`; the InferenceCluster whose global Gateway fronts them (None: no global
+    endpoint) and the spillover endpoints behind it."""
+
+    clusters: int
+    spread_by: str = SPREAD_BY_REGION
+    gateway_cluster: str | None = None
+    spillover: tuple[Spillover, ...] = ()
+
+
+def parse_fleet(params: dict, has_selector: bool) -> Fleet | None:
+    placement = params.get("placement")
+    endpoint = params.get("globalEndpoint")
+    spill = params.get("spillover")
+    if placement is None:
+        if endpoint is not None:
+            raise SpecError(
+                f"{P}.globalEndpoint",
+                endpoint,
+                f"{P}.globalEndpoint routes to every placement of the model: set {P}.placement "
+                "(clusters: 1 for one) with clusterSelector",
+            )
+        if spill is not None:
+            raise SpecError(
+                f"{P}.spillover",
+                spill,
+                f"{P}.spillover is a backend of the global route: set {P}.globalEndpoint",
+            )
+        return None
+    f = f"{P}.placement"
+    if not has_selector:
+        raise SpecError(
+            f,
+            placement,
+            f"{f} spreads the model over the clusters {P}.clusterSelector matches: set "
+            "clusterSelector (clusterRef names one cluster)",
+        )
+    if not isinstance(placement, dict):
+        raise SpecError(f, placement, f"{f} must be an object: {{clusters: 2, spreadBy: region}}")
+    clusters = int_in(placement.get("clusters"), 1, MAX_PLACEMENTS)
+    if clusters is None:
+        raise SpecError(
+            f"{f}.clusters",
+            placement.get("clusters"),
+            f"{f}.clusters: {short(placement.get('clusters'))} is not a count of clusters "
+            f"from 1 to {MAX_PLACEMENTS}",
+        )
+    spread_by = placement.get("spreadBy", SPREAD_BY_REGION)
+    if not isinstance(spread_by, str) or len(spread_by) > 316 or not LABEL_KEY.match(spread_by):
+        raise SpecError(
+            f"{f}.spreadBy",
+            spread_by,
+            f"{f}.spreadBy: {short(spread_by)} is neither `region` nor a label key (e.g. "
+            "topology.kubernetes.io/zone)",
+        )
+    gateway = _gateway_cluster(endpoint)
+    if spill is not None and gateway is None:
+        raise SpecError(
+            f"{P}.spillover",
+            spill,
+            f"{P}.spillover is a backend of the global route: set {P}.globalEndpoint",
+        )
+    return Fleet(clusters, spread_by, gateway, _spillover(spill, str(params.get("model") or "")))
+
+
+def _gateway_cluster(endpoint: object) -> str | None:
+    if endpoint is None:
+        return None
+    f = f"{P}.globalEndpoint.clusterRef.name"
+    ref = endpoint.get("clusterRef") if isinstance(endpoint, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        raise SpecError(
+            f,
+            name,
+            f"{f}: {short(name)} is not the name of an InferenceCluster (the one with "
+            "apps.globalEndpoint, in this namespace)",
+        )
+    return name
+
+
+def _spillover(value: object, model: str) -> tuple[Spillover, ...]:
+    if value is None:
+        return ()
+    f = f"{P}.spillover"
+    if not isinstance(value, list) or len(value) > MAX_SPILLOVER:
+        raise SpecError(f, value, f"{f} must be a list of at most {MAX_SPILLOVER} endpoints")
+    out: list[Spillover] = []
+    for i, item in enumerate(value):
+        here = f"{f}[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(here, item, f"{here} must be an object: {{url, apiKeySecretRef}}")
+        scheme, host, port, path = _public_url(item.get("url"), f"{here}.url")
+        target = item.get("model", model)
+        if (
+            not isinstance(target, str)
+            or not target
+            or len(target) > 2 * HF_MODEL_ID_MAX_PART + 1
+            or not _MODEL.match(target)
+        ):
+            raise SpecError(
+                f"{here}.model",
+                target,
+                f"{here}.model: {short(target)} is not a model name (letters, digits and . _ "
+                ": / -, e.g. Qwen/Qwen3-8B)",
+            )
+        weight = int_in(item.get("weight", 0), 0, MAX_SPILLOVER_WEIGHT)
+        if weight is None:
+            raise SpecError(
+                f"{here}.weight",
+                item.get("weight"),
+                f"{here}.weight: {short(item.get('weight'))} is not a weight from 0 (only "
+                f"while no placement serves) to {MAX_SPILLOVER_WEIGHT}",
+            )
+        url = str(item["url"])
+        if any(s.url == url and s.model == target for s in out):
+            raise SpecError(here, url, f"{here}: {url} ({target}) is listed twice")
+        out.append(Spillover(url, scheme, host, port, path, target, _key(item, here), int(weight)))
+    return tuple(out)
+
+
+def _key(item: dict, here: str) -> SecretRef:
+    f = f"{here}.apiKeySecretRef"
+    ref = item.get("apiKeySecretRef")
+    if not isinstance(ref, dict):
+        raise SpecError(
+            f,
+            ref,
+            f"{f} is required: the Secret in this namespace holding the endpoint's API key "
+            f"({{name, key}}, key defaults to {DEFAULT_SPILLOVER_KEY}); a key is never written "
+            "inline",
+        )
+    name = ref.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
+    key = ref.get("key", DEFAULT_SPILLOVER_KEY)
+    if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key):
+        raise SpecError(f"{f}.key", key, f"{f}.key: {short(key)} is not a Secret key")
+    return SecretRef(name, key)
+
+
+def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of an http(s) URL on a public DNS name."""
+    from function.policy.tenancy import ip_literal  # tenancy reads objects with cluster.dig
+
+    example = "e.g. https://api.together.xyz/v1"
+    if not isinstance(value, str) or len(value) > 2048:
+        raise SpecError(f, value, f"{f}: {short(value)} is not a URL ({example})")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise SpecError(f, value, f"{f}: {short(value)} is not a URL ({example})") from None
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        raise SpecError(f, value, f"{f}: {short(value)} is not an http(s) URL ({example})")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise SpecError(
+            f,
+            value,
+            f"{f}: {short(value)} carries credentials, a query or a fragment; give the base URL "
+            "only (the key goes in apiKeySecretRef)",
+        )
+    if ip_literal(host) or "." not in host or host.endswith(_INTERNAL_SUFFIXES):
+        raise SpecError(
+            f,
+            value,
+            f"{f}: {host} is not a public DNS name; the global gateway sends requests only to "
+            "endpoints outside the clusters (an IP address or an in-cluster name could reach "
+            f"what this namespace does not own), {example}",
+        )
+    if not DNS_SUBDOMAIN.match(host) or len(host) > 253:
+        raise SpecError(f, value, f"{f}: {host} is not a DNS name ({example})")
+    path = parts.path.rstrip("/")
+    return parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path
