@@ -1,0 +1,352 @@
+"""One model over several clusters (function/fleet/): the placements as LLMInferences, the
+global route's backends and weights following each placement's Serving status, spillover,
+and every refusal naming its field. Run as Crossplane runs the function (conftest.settle)
+against examples/state/llm-two-regions.yaml plus the control plane's InferenceCluster."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, load_yaml, settle
+
+from function.cluster.spread import STAY
+from function.fleet import children
+from function.fleet.pipeline import GATEWAY_USAGE, POLICY, ROUTE
+from function.outcome import Inputs
+
+NS = "a-team"
+STATE = load_yaml(EXAMPLES / "state" / "llm-two-regions.yaml")
+CLAIM = load_yaml(EXAMPLES / "llm-two-regions.yaml")[0]
+GATEWAY_CLUSTER = {
+    "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+    "kind": "InferenceCluster",
+    "metadata": {"name": "control-plane", "namespace": NS},
+    "spec": {"parameters": {"provider": "local", "apps": {"globalEndpoint": {"enabled": True}}}},
+    "status": {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "providerConfigName": "control-plane",
+        "modelsProviderConfig": {"name": "control-plane-models", "scoped": True},
+        "credentialsSecrets": ["control-plane-kubeconfig"],
+        "globalEndpoint": {
+            "gateway": {"name": "global-gateway", "namespace": "agentgateway-system"},
+            "endpoint": "https://models.a-team.example.com",
+        },
+    },
+}
+KEY = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "type": "Opaque",
+    "metadata": {"name": "together-api-key", "namespace": NS},
+    "data": {"api-key": "c2VjcmV0"},
+}
+SPILL = {
+    "url": "https://api.together.xyz/v1",
+    "model": "Qwen/Qwen2.5-7B-Instruct-Turbo",
+    "apiKeySecretRef": {"name": "together-api-key"},
+}
+
+
+def claim(**params: Any) -> dict[str, Any]:
+    xr = copy.deepcopy(CLAIM)
+    xr["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    for k, v in params.items():
+        if v is None:
+            xr["spec"]["parameters"].pop(k, None)
+        else:
+            xr["spec"]["parameters"][k] = v
+    return xr
+
+
+def child(cluster: str, serving: bool, ready: int) -> dict[str, Any]:
+    """A placement as Crossplane observes it once its function has run."""
+    obj = children.manifest("qwen-7b", NS, CLAIM["spec"]["parameters"], cluster)
+    obj["metadata"]["labels"][children.COMPOSITE_LABEL] = "qwen-7b"
+    obj["status"] = {
+        "conditions": [
+            {"type": "Ready", "status": "True" if serving else "False"},
+            {"type": "Serving", "status": "True" if serving else "False"},
+        ],
+        "replicas": {"ready": ready, "max": 2},
+        "plan": {"gpus": 1},
+        "endpoint": f"http://llm.{cluster}.example.com",
+    }
+    return obj
+
+
+def ready(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def run(
+    xr: dict[str, Any],
+    observed: dict[str, dict[str, Any]] | None = None,
+    world: list[dict[str, Any]] | None = None,
+) -> Any:
+    base = [*STATE, GATEWAY_CLUSTER, KEY] if world is None else world
+    # The fleet's own placements are LLMInferences of the namespace, too.
+    mine = [o for k, o in (observed or {}).items() if k.startswith(children.KEY_PREFIX)]
+    return settle(Inputs(xr=xr, observed=observed or {}), [*base, *mine])
+
+
+def weights(out: Any) -> dict[str, int]:
+    rule = out.resources[ROUTE]["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]
+    return {b["name"]: b["weight"] for b in rule["backendRefs"]}
+
+
+def condition(out: Any, typ: str) -> Any:
+    return next(c for c in out.conditions if c.type == typ)
+
+
+# --- the route's weights follow what each placement reports -------------------------------
+
+
+@dataclass
+class WeightCase:
+    id: str
+    serving: dict[str, tuple[bool, int]]  # cluster -> (serving, ready replicas)
+    expected: dict[str, int]
+    spillover: list[dict[str, Any]] = field(default_factory=list)
+
+
+WEIGHT_CASES = [
+    WeightCase(
+        "nothing observed yet: every placement weighs 0",
+        {},
+        {"qwen-7b-inference-aws": 0, "qwen-7b-inference-google": 0},
+    ),
+    WeightCase(
+        "each serving placement weighs its ready replicas",
+        {"inference-aws": (True, 2), "inference-google": (True, 1)},
+        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 1},
+    ),
+    WeightCase(
+        "a placement that does not serve weighs 0, whatever its replicas said",
+        {"inference-aws": (True, 2), "inference-google": (False, 1)},
+        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 0},
+    ),
+    WeightCase(
+        "spillover of weight 0 takes nothing while a placement serves",
+        {"inference-aws": (True, 1), "inference-google": (False, 0)},
+        {"qwen-7b-inference-aws": 1, "qwen-7b-inference-google": 0, "qwen-7b-spillover-0": 0},
+        [SPILL],
+    ),
+    WeightCase(
+        "spillover of weight 0 takes everything while no placement serves",
+        {"inference-aws": (False, 0), "inference-google": (False, 0)},
+        {"qwen-7b-inference-aws": 0, "qwen-7b-inference-google": 0, "qwen-7b-spillover-0": 1},
+        [SPILL],
+    ),
+    WeightCase(
+        "a weighted spillover always shares, in units of one ready replica",
+        {"inference-aws": (True, 2), "inference-google": (True, 2)},
+        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 2, "qwen-7b-spillover-0": 1},
+        [{**SPILL, "weight": 1}],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", WEIGHT_CASES, ids=[c.id for c in WEIGHT_CASES])
+def test_route_weights_follow_serving(case: WeightCase) -> None:
+    observed = {
+        children.key(cluster): child(cluster, *state) for cluster, state in case.serving.items()
+    }
+    out = run(claim(spillover=case.spillover or None), observed)
+    assert out.fatal is None, out.fatal
+    assert weights(out) == case.expected
+    rows = {r["cluster"]: r["weight"] for r in out.status["placement"]["placements"]}
+    assert rows == {k: case.expected[f"qwen-7b-{k}"] for k in ("inference-aws", "inference-google")}
+    serving = sum(1 for s, _ in case.serving.values() if s)
+    assert condition(out, "Serving").status == ("True" if serving else "False")
+
+
+def test_the_route_and_its_backends() -> None:
+    out = run(claim(spillover=[SPILL]))
+    assert out.status["endpoint"] == "https://models.a-team.example.com/a-team/qwen-7b"
+    route = out.resources[ROUTE]
+    assert route["spec"]["providerConfigRef"]["name"] == "control-plane-models"
+    manifest = route["spec"]["forProvider"]["manifest"]
+    assert manifest["metadata"]["namespace"] == NS
+    assert manifest["spec"]["parentRefs"][0]["name"] == "global-gateway"
+    assert manifest["spec"]["rules"][0]["matches"][0]["path"] == {
+        "type": "PathPrefix",
+        "value": "/a-team/qwen-7b",
+    }
+    aws = out.resources["global-backend-inference-aws"]["spec"]["forProvider"]["manifest"]
+    assert aws["spec"] == {"static": {"host": "llm.inference-aws.example.com", "port": 80}}
+    spill = out.resources["global-spillover-0"]["spec"]["forProvider"]["manifest"]["spec"]
+    assert spill["ai"]["provider"] == {
+        "openai": {"model": "Qwen/Qwen2.5-7B-Instruct-Turbo"},
+        "host": "api.together.xyz",
+        "port": 443,
+        "pathPrefix": "/v1",
+    }
+    # The key by reference: the copy's name and the claim's key, never a value.
+    assert spill["policies"]["auth"] == {
+        "secretRef": {"name": "qwen-7b-spillover-0-key", "key": "api-key"}
+    }
+    copy_ = out.resources["secret-spillover-0"]
+    assert "data" not in copy_["spec"]["forProvider"]["manifest"]
+    assert copy_["spec"]["references"][0]["patchesFrom"]["name"] == "together-api-key"
+    policy = out.resources[POLICY]["spec"]["forProvider"]["manifest"]
+    assert policy["spec"]["targetRefs"][0] == {
+        "group": "gateway.networking.k8s.io",
+        "kind": "HTTPRoute",
+        "name": "qwen-7b",
+    }
+    assert out.resources[GATEWAY_USAGE]["spec"]["of"]["resourceRef"] == {"name": "control-plane"}
+
+
+def test_placements_are_llminferences_on_their_cluster() -> None:
+    out = run(claim())
+    placed = {k: v for k, v in out.resources.items() if k.startswith(children.KEY_PREFIX)}
+    assert sorted(placed) == ["placement-inference-aws", "placement-inference-google"]
+    aws = placed["placement-inference-aws"]
+    assert aws["metadata"]["name"] == "qwen-7b-inference-aws"
+    params = aws["spec"]["parameters"]
+    assert params["clusterRef"] == {"name": "inference-aws"}
+    for gone in children.FLEET_FIELDS:
+        assert gone not in params
+    assert params["autoscaling"] == {"minReplicas": 1, "maxReplicas": 2}
+    assert condition(out, "Placement").reason == "Placed"
+    assert out.status["placement"]["summary"] == "2/2"
+
+
+def test_losing_a_cluster_moves_only_its_placement() -> None:
+    observed = {
+        children.key("inference-aws"): child("inference-aws", True, 1),
+        children.key("inference-google"): child("inference-google", True, 1),
+    }
+    before = run(claim(), observed)
+    world = [
+        d for d in [*STATE, GATEWAY_CLUSTER, KEY] if d["metadata"]["name"] != "inference-google"
+    ]
+    after = run(claim(), observed, world)
+    assert after.resources["placement-inference-aws"] == before.resources["placement-inference-aws"]
+    assert "placement-inference-google" not in after.resources
+    assert condition(after, "Placement").reason == "TooFewClusters"
+    assert after.status["placement"]["summary"] == "1/2"
+    assert "1 of 2 placements missing" in after.status["placement"]["missing"]
+    assert weights(after) == {"qwen-7b-inference-aws": 1}
+
+
+def test_its_own_placements_hold_no_gpus_against_it() -> None:
+    """Re-placed with its placements on the clusters (holding GPUs there), the fleet decides
+    the same: their GPUs are its own."""
+    observed = {children.key(c): child(c, True, 2) for c in ("inference-aws", "inference-google")}
+    for o in observed.values():
+        o["status"]["replicas"]["max"] = 3  # the GKE cluster's three L4s, all held
+    out = run(claim(), observed)
+    assert condition(out, "Placement").reason == "Placed", condition(out, "Placement").message
+    for row in out.status["placement"]["placements"]:
+        assert row["reason"] == STAY, row  # not "can no longer run it ..., it stays"
+    google = next(
+        c for c in out.status["placement"]["candidates"] if c["name"] == "inference-google"
+    )
+    assert google["freeGPUs"] == 3
+
+
+def test_a_placement_name_taken_by_another_claim_is_refused_there() -> None:
+    other = copy.deepcopy(CLAIM)
+    other["metadata"]["name"] = "qwen-7b-inference-google"
+    other["spec"]["parameters"] = {"model": "Qwen/Qwen3-0.6B"}
+    out = run(claim(), world=[*STATE, GATEWAY_CLUSTER, KEY, other])
+    reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
+    assert (
+        "LLMInference a-team/qwen-7b-inference-google, which is another claim's name"
+        in (reasons["inference-google"])
+    )
+    assert "placement-inference-google" not in out.resources
+
+
+def test_a_gateway_cluster_without_the_app_is_a_condition_not_a_crash() -> None:
+    bare = copy.deepcopy(GATEWAY_CLUSTER)
+    bare["spec"]["parameters"]["apps"] = {}
+    out = run(claim(), world=[*STATE, bare, KEY])
+    assert out.fatal is None
+    got = condition(out, "GlobalEndpoint")
+    assert (got.status, got.reason) == ("False", "NoGateway")
+    assert "spec.parameters.globalEndpoint.clusterRef.name" in got.message
+    assert ROUTE not in out.resources
+    assert "placement-inference-aws" in out.resources  # the placements still run
+
+
+def test_a_missing_spillover_key_leaves_the_endpoint_out() -> None:
+    world = [*STATE, GATEWAY_CLUSTER]
+    out = run(claim(spillover=[SPILL]), world=world)
+    assert "global-spillover-0" not in out.resources
+    assert any("Secret a-team/together-api-key does not exist" in w for w in out.warnings)
+
+
+def test_a_cluster_credential_is_never_a_spillover_key() -> None:
+    stolen = {
+        **KEY,
+        "metadata": {"name": "control-plane-kubeconfig", "namespace": NS},
+        "data": {"kubeconfig": "a3ViZWNvbmZpZw=="},
+    }
+    spill = {**SPILL, "apiKeySecretRef": {"name": "control-plane-kubeconfig", "key": "kubeconfig"}}
+    out = run(claim(spillover=[spill]), world=[*STATE, GATEWAY_CLUSTER, stolen])
+    assert out.fatal is not None
+    assert out.fatal.startswith("spec.parameters.spillover[0].apiKeySecretRef:")
+    assert "never copied" in out.fatal
+    assert out.resources == {}
+
+
+# --- refusals name the field ---------------------------------------------------------------
+
+HOSTILE = [
+    ("metadata endpoint", {"spillover": [{**SPILL, "url": "http://169.254.169.254/v1"}]},
+     "spec.parameters.spillover[0].url: 169.254.169.254 is not a public DNS name"),
+    ("in-cluster Service", {"spillover": [{**SPILL, "url": "http://vault.vault.svc.cluster.local"}]},
+     "spec.parameters.spillover[0].url: vault.vault.svc.cluster.local is not a public DNS name"),
+    ("single-label name", {"spillover": [{**SPILL, "url": "http://kubernetes/v1"}]},
+     "spec.parameters.spillover[0].url: kubernetes is not a public DNS name"),
+    ("localhost", {"spillover": [{**SPILL, "url": "http://localhost:8080"}]},
+     "spec.parameters.spillover[0].url: localhost is not a public DNS name"),
+    ("IPv6 literal", {"spillover": [{**SPILL, "url": "http://[::1]:80/v1"}]},
+     "spec.parameters.spillover[0].url: ::1 is not a public DNS name"),
+    ("credentials in the URL", {"spillover": [{**SPILL, "url": "https://k:s@api.together.xyz"}]},
+     "spec.parameters.spillover[0].url: 'https://k:s@api.together.xyz' carries credentials"),
+    ("not http", {"spillover": [{**SPILL, "url": "file:///etc/passwd"}]},
+     "spec.parameters.spillover[0].url: 'file:///etc/passwd' is not an http(s) URL"),
+    ("no key reference", {"spillover": [{"url": "https://api.together.xyz/v1"}]},
+     "spec.parameters.spillover[0].apiKeySecretRef is required"),
+    ("a key name no Secret has", {"spillover": [{**SPILL, "apiKeySecretRef": {"name": "A/B"}}]},
+     "spec.parameters.spillover[0].apiKeySecretRef.name: 'A/B' is not a Secret name"),
+    ("weight out of range", {"spillover": [{**SPILL, "weight": 1000}]},
+     "spec.parameters.spillover[0].weight: 1000 is not a weight from 0"),
+    ("listed twice", {"spillover": [SPILL, SPILL]},
+     "spec.parameters.spillover[1]: https://api.together.xyz/v1 (Qwen/Qwen2.5-7B-Instruct-Turbo) "
+     "is listed twice"),
+    ("placement without a selector",
+     {"clusterSelector": None, "globalEndpoint": None, "clusterRef": {"name": "x"}},
+     "spec.parameters.placement spreads the model over the clusters"),
+    ("no clusters", {"placement": {"clusters": 0}},
+     "spec.parameters.placement.clusters: 0 is not a count of clusters from 1 to 12"),
+    ("more clusters than a route holds", {"placement": {"clusters": 13}},
+     "spec.parameters.placement.clusters: 13 is not a count of clusters from 1 to 12"),
+    ("a spread key no label can be", {"placement": {"clusters": 2, "spreadBy": "a b"}},
+     "spec.parameters.placement.spreadBy: 'a b' is neither `region` nor a label key"),
+    ("a gateway cluster name no cluster has", {"globalEndpoint": {"clusterRef": {"name": "../x"}}},
+     "spec.parameters.globalEndpoint.clusterRef.name: '../x' is not the name of an "
+     "InferenceCluster"),
+    ("spillover without the global endpoint", {"globalEndpoint": None, "spillover": [SPILL]},
+     "spec.parameters.spillover is a backend of the global route: set "
+     "spec.parameters.globalEndpoint"),
+    ("global endpoint without placement",
+     {"placement": None},
+     "spec.parameters.globalEndpoint routes to every placement of the model"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("params", "message"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
+)
+def test_refusals_name_the_field(params: dict[str, Any], message: str) -> None:
+    out = run(claim(**params))
+    assert out.fatal is not None, "accepted"
+    assert out.fatal.startswith(message) or message in out.fatal, out.fatal
+    assert out.resources == {}
