@@ -17,6 +17,7 @@ Figures are printed, not asserted: compare them run to run on the same machine.
 - function-peers: one model beside 0, 100 and 1000 others on its cluster, then beside 10,000
   over 1,000 clusters (issue 25), read from its cluster's ledger; and its first reconcile.
 - placement: a fleet filled by clusterSelector, 1,000 models over 200 clusters (issue 14).
+- placement-spread: 1,000 models x 3 placements (one per region) over 200 clusters (issue 26).
 - suite: the pytest suite, once.
 The last lines print the speed targets (issues 11 and 14), each with what was measured and
 met / NOT MET.
@@ -597,6 +598,64 @@ def bench_placement(runs: int) -> None:
     TARGETS.append(("placement: 1,000 models over 200 clusters", best[1] * 1000, 200.0, " ms"))
 
 
+def bench_spread(runs: int) -> None:
+    """1,000 models, each placed on 3 clusters at once (placement: {clusters: 3}, at most one
+    per region), one after another over the 200 InferenceClusters of `bench_placement` in 20
+    regions, each placement taking GPUs from its cluster: function/cluster/spread.py with the
+    function's own sizing. Pure Python, in process; the best of `runs`."""
+    from function.cluster import placement, spread
+    from function.cluster.place import sizer as _sizer
+    from function.limits import GPU_TYPES
+    from function.model import catalog_lookup
+    from function.spec import LLMSpec
+
+    shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
+    clusters = [
+        placement.Candidate(
+            f"cluster-{i:03d}",
+            gpu_type=shapes[i % len(shapes)][0],
+            memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
+            per_node=shapes[i % len(shapes)][1],
+            pool=shapes[i % len(shapes)][1] * (1 + i % 4),
+            spread_value=f"region-{i % 20:02d}",
+        )
+        for i in range(200)
+    ]
+    by_name = {c.name: c for c in clusters}
+    ids = catalog_lookup.catalog_ids()
+
+    def fill() -> tuple[int, int, float]:
+        start = time.perf_counter()
+        sizers: dict[str, Any] = {}
+        held = {c.name: 0 for c in clusters}
+        placements = full = 0
+        for i in range(1000):
+            model = ids[i % len(ids)]
+            size = sizers.get(model)
+            if size is None:
+                spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
+                size = sizers[model] = _sizer(
+                    spec, catalog_lookup.lookup(model), vllm_memory.EngineSettings()
+                )
+            decision = spread.spread(clusters, size, 1, 3, held=held)
+            for p in decision.placed:
+                c = by_name[p.cluster]
+                held[c.name] += size(c.gpu_type, c.memory_gib, c.per_node, c.span) or 0
+            placements += len(decision.placed)
+            full += decision.missing is None
+        return placements, full, time.perf_counter() - start
+
+    best = min((fill() for _ in range(max(1, runs))), key=lambda r: r[2])
+    print(
+        f"{'placement-spread':<20} {'1,000 models x 3 over 200 clusters':<34} "
+        f"{best[2] * 1000:8.1f} ms   {best[0]} placements, {best[1]} models with all 3, the rest "
+        "short (no cluster left in enough regions)"
+    )
+    TARGETS.append(
+        ("placement: 1,000 models x 3 placements over 200 clusters", best[2] * 1000, 300.0, " ms")
+    )
+
+
 def _one_claim_placed(clusters: list[Any]) -> float:
     """What one reconcile of a selector claim costs in the function (compose, no gRPC):
     the 200 clusters as InferenceClusters and 1,000 models on them, read and placed."""
@@ -647,6 +706,7 @@ BENCHES = {
     "function-inprocess": bench_function_inprocess,
     "function-peers": bench_function_peers,
     "placement": bench_placement,
+    "placement-spread": bench_spread,
     "function-grpc": bench_function_grpc,
     "kcl-step": bench_kcl_step,
     "kcl-memory": bench_kcl_memory,
@@ -672,6 +732,7 @@ def main() -> None:
     counts = {
         "function-peers": max(1, args.calls // 5),
         "placement": 5,
+        "placement-spread": 5,
         "kcl-step": args.kcl_calls,
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,

@@ -189,10 +189,10 @@ def explain(
 STAY = "placed here before; a model moves only when its cluster goes away or can no longer run it"
 
 
-def usable(c: Candidate, size: Sizer, replicas: int) -> bool:
+def usable(c: Candidate, size: Sizer, replicas: int, held: Mapping[str, int] | None = None) -> bool:
     """Whether the cluster a model runs on can still run `replicas` of it (a moment not
     Ready counts as running)."""
-    return _usable(c, size, replicas, None)
+    return _usable(c, size, replicas, held)
 
 
 def _usable(c: Candidate, size: Sizer, replicas: int, held: Mapping[str, int] | None) -> bool:

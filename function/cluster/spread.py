@@ -17,7 +17,7 @@ Placements never share a cluster, so one placement never takes GPUs another coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from function.cluster.placement import RULE, Candidate, Sizer, Verdict, WhyNot, usable
@@ -48,10 +48,12 @@ def spread(
     replicas: int,
     asked: int,
     current: Sequence[str] = (),
+    held: Mapping[str, int] | None = None,
 ) -> Spread:
     """Choose up to `asked` clusters, at most one per `Candidate.spread_value`, for a model
     that needs `size(...)` GPUs per replica and at least `replicas` replicas on each; `current`
-    lists the clusters it runs on now, first placed first."""
+    lists the clusters it runs on now, first placed first; `held` overrides each candidate's
+    `held` (a fleet being filled)."""
     by_name = {c.name: c for c in candidates}
     placed: list[Placed] = []
     used_values: set[str] = set()
@@ -62,7 +64,7 @@ def spread(
         if c is None:
             lost.append(f"{name} no longer matches the selector")
             continue
-        if not usable(c, size, replicas):
+        if not usable(c, size, replicas, held):
             why = f"{name} can no longer run it ({c.problem or 'too little room'})"
             lost.append(why)
             stuck.append((name, why))
@@ -112,7 +114,9 @@ def spread(
     return Spread(tuple(placed), asked, missing)
 
 
-def rank(c: Candidate, size: Sizer, replicas: int) -> tuple[float, int, str] | None:
+def rank(
+    c: Candidate, size: Sizer, replicas: int, held: Mapping[str, int] | None = None
+) -> tuple[float, int, str] | None:
     """The rule's key for a candidate that can take the model (None: it cannot)."""
     if c.problem:
         return None
@@ -121,7 +125,7 @@ def rank(c: Candidate, size: Sizer, replicas: int) -> tuple[float, int, str] | N
         return None
     if c.pool is None:
         return (c.memory_gib, 0, c.name)
-    free = c.pool - c.held
+    free = c.pool - (held[c.name] if held is not None else c.held)
     if gpus * replicas > free:
         return None
     return (c.memory_gib, -free, c.name)
