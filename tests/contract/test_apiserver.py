@@ -682,3 +682,107 @@ def test_a_rule_over_a_maps_keys_is_not_answered_from_another_map() -> None:
 
     assert validate_objects([gateway({"good": "v"})], schema_paths=PATHS).ok
     assert not validate_objects([gateway({"bad key!": "v"})], schema_paths=PATHS).ok
+
+
+# --- agentgateway (schemas/agentgateway, the release kcl/versions.k:agentgateway pins) -------
+
+
+def agentgateway(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An agentgateway.dev/v1alpha1 object (AgentgatewayBackend, AgentgatewayPolicy)."""
+    return {
+        "apiVersion": "agentgateway.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "m", "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+ROUTE_REF = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "r"}
+
+# (case, object, None when valid, else the message an error carries)
+AGENTGATEWAY = [
+    (
+        "static backend",
+        agentgateway(
+            "AgentgatewayBackend",
+            {
+                "static": {"host": "models.example.com", "port": 443},
+                "policies": {
+                    "tls": {"sni": "models.example.com"},
+                    "health": {"eviction": {"consecutiveFailures": 3, "duration": "30s"}},
+                },
+            },
+        ),
+        None,
+    ),
+    (
+        "ai backend",
+        agentgateway(
+            "AgentgatewayBackend",
+            {
+                "ai": {
+                    "provider": {
+                        "openai": {"model": "x"},
+                        "host": "api.together.xyz",
+                        "port": 443,
+                        "pathPrefix": "/v1",
+                    }
+                },
+                "policies": {
+                    "auth": {"secretRef": {"name": "k", "key": "apiKey"}},
+                    "tls": {"sni": "api.together.xyz"},
+                },
+            },
+        ),
+        None,
+    ),
+    (
+        "policy on a route",
+        agentgateway(
+            "AgentgatewayPolicy",
+            {
+                "targetRefs": [ROUTE_REF],
+                "traffic": {"retry": {"attempts": 2, "codes": [502, 503, 504], "backoff": "100ms"}},
+            },
+        ),
+        None,
+    ),
+    (
+        "static backend with a host and no port",
+        agentgateway("AgentgatewayBackend", {"static": {"host": "models.example.com"}}),
+        "spec.static: Invalid value: must specify either unixPath or both host and port",
+    ),
+    (
+        "policy with targetRefs and targetSelectors",
+        agentgateway(
+            "AgentgatewayPolicy",
+            {
+                "targetRefs": [ROUTE_REF],
+                "targetSelectors": [
+                    {
+                        "group": "gateway.networking.k8s.io",
+                        "kind": "HTTPRoute",
+                        "matchLabels": {"app": "x"},
+                    }
+                ],
+                "traffic": {"retry": {"attempts": 2}},
+            },
+        ),
+        "exactly one of the fields in [targetRefs targetSelectors] must be set",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obj", "says"), [c[1:] for c in AGENTGATEWAY], ids=[c[0] for c in AGENTGATEWAY]
+)
+def test_agentgateway_backends_and_policies(obj: dict[str, Any], says: str | None) -> None:
+    """The CRDs of the release the clusters install, CEL rules included (every one evaluated)."""
+    report = validate_objects([obj], schema_paths=PATHS)
+    assert report.no_schema == [], "schemas/agentgateway holds the kind"
+    assert report.cel_evaluated > 0 and report.cel_not_evaluated == 0, report.summary()
+    if says is None:
+        assert report.ok, report.summary()
+    else:
+        ((_, errors),) = report.invalid
+        assert any(says in e for e in errors), errors

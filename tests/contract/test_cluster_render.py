@@ -403,6 +403,32 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
             "spec.parameters.apps.vllm.endpoint.tlsSecretName needs host",
             id="tls-without-host",
         ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"globalEndpoint": {"enabled": True, "tlsSecretName": "tls"}},
+            },
+            "spec.parameters.apps.globalEndpoint.tlsSecretName needs host",
+            id="global-endpoint-tls-without-host",
+        ),
+        pytest.param(
+            {
+                "provider": "local",
+                "apps": {"globalEndpoint": {"enabled": True, "host": "10.0.0.1"}},
+            },
+            "spec.parameters.apps.globalEndpoint.host: 10.0.0.1 is an IP address",
+            id="global-endpoint-ip-host",
+        ),
+        pytest.param(
+            {
+                "provider": "existing",
+                "kubeconfigSecretRef": {"name": "kc"},
+                "apps": {"globalEndpoint": {"enabled": True}},
+            },
+            "spec.parameters.modelsKubeconfigSecretRef is required when provider is existing "
+            "and apps.vllm, apps.llmd or apps.globalEndpoint is on",
+            id="existing-global-endpoint-without-models-kubeconfig",
+        ),
     ],
 )
 def test_bad_combinations_fail_with_what_would_work(
@@ -556,6 +582,18 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
             "spec.parameters.gpu.rdma.resource",
         ),
         ({"provider": "local", "apps": {"llmd": {"enabled": "yes"}}}, "apps.llmd.enabled"),
+        (
+            {"provider": "local", "apps": {"globalEndpoint": {"tlsSecretName": "tls"}}},
+            "apps.globalEndpoint.tlsSecretName needs host",
+        ),
+        (
+            {"provider": "local", "apps": {"globalEndpoint": {"host": "10.0.0.1"}}},
+            "must be a DNS name, not an IP address",
+        ),
+        (
+            {"provider": "local", "apps": {"globalEndpoint": {"host": "Models.Example.com"}}},
+            "apps.globalEndpoint.host",
+        ),
     ],
 )
 def test_xrd_rejects_what_openapi_and_cel_can(
