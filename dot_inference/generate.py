@@ -193,11 +193,13 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     "examples/state/llm-two-regions.yaml": (
         "examples/cluster-aws.yaml",
         "examples/cluster-google.yaml",
+        "examples/cluster-control-plane.yaml",
         "examples/llm-qwen-on-aws.yaml",
     ),
     "examples/state/llm-spillover.yaml": (
         "examples/cluster-aws.yaml",
         "examples/cluster-google.yaml",
+        "examples/cluster-control-plane.yaml",
         "examples/llm-qwen-on-aws.yaml",
     ),
 }

@@ -13,6 +13,7 @@ route, its backends and the spillover keys' copies, through that cluster's Provi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from function import kube
@@ -146,6 +147,17 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     if fleet.gateway_cluster is not None:
         gateway = find_gateway(spec, inputs, out)
         if gateway is not None:
+            # No cluster's credentials travel as a spillover key: the gateway's, nor those of
+            # any cluster the selector matched.
+            held = {
+                str(s)
+                for c in gathered.found
+                for s in dig(c, "status", "credentialsSecrets") or []
+                if isinstance(s, str)
+            }
+            gateway = dataclasses.replace(
+                gateway, credential_secrets=(*gateway.credential_secrets, *sorted(held))
+            )
             endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
         else:
             route_ready = False

@@ -114,11 +114,12 @@ CASES: dict[str, dict[str, Any]] = {
             (M_GKE, "Cluster"): 1,
             (M_GKE, "NodePool"): 2,
             **APPS,
+            **KEDA,
             # + the GPU Operator quota, the StorageClass and the shared (Filestore) one
             (K8S, "Object"): OPERATOR_OBJECTS + MODEL_OBJECTS + 3,
             # + references: subnetwork and cluster of the network, cluster of the
-            # subnetwork, both pools of the cluster
-            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 3 + 2 + 5,
+            # subnetwork, both pools of the cluster; and KEDA's release
+            (USAGE, "Usage"): 3 + OPERATOR_OBJECTS + MODEL_OBJECTS + 3 + 2 + 5 + 1,
         },
     },
     # local and existing: models act with a scoped identity (identity.k): a ClusterRole and a

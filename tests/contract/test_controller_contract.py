@@ -48,7 +48,16 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
             # llm-d serves (StatefulSets: tests/unit/test_llmd.py).
             multinode = "multinode" in path.name
             llmd = doc.get("spec", {}).get("parameters", {}).get("backend") == "llmd"
-            if doc.get("kind") == "LLMInference" and not simulated and not multinode and not llmd:
+            # One over several clusters composes its placements, each with its own VLLMRuntime
+            # on its cluster (tests/unit/test_fleet.py).
+            fleet = "placement" in doc.get("spec", {}).get("parameters", {})
+            if (
+                doc.get("kind") == "LLMInference"
+                and not simulated
+                and not multinode
+                and not llmd
+                and not fleet
+            ):
                 out.append((f"{path.name}:{doc['metadata']['name']}", doc))
     return out
 

@@ -20,22 +20,7 @@ from function.outcome import Inputs
 NS = "a-team"
 STATE = load_yaml(EXAMPLES / "state" / "llm-two-regions.yaml")
 CLAIM = load_yaml(EXAMPLES / "llm-two-regions.yaml")[0]
-GATEWAY_CLUSTER = {
-    "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
-    "kind": "InferenceCluster",
-    "metadata": {"name": "control-plane", "namespace": NS},
-    "spec": {"parameters": {"provider": "local", "apps": {"globalEndpoint": {"enabled": True}}}},
-    "status": {
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "providerConfigName": "control-plane",
-        "modelsProviderConfig": {"name": "control-plane-models", "scoped": True},
-        "credentialsSecrets": ["control-plane-kubeconfig"],
-        "globalEndpoint": {
-            "gateway": {"name": "global-gateway", "namespace": "agentgateway-system"},
-            "endpoint": "https://models.a-team.example.com",
-        },
-    },
-}
+GATEWAY_CLUSTER = next(d for d in STATE if d["metadata"]["name"] == "control-plane")
 KEY = {
     "apiVersion": "v1",
     "kind": "Secret",
@@ -86,7 +71,7 @@ def run(
     observed: dict[str, dict[str, Any]] | None = None,
     world: list[dict[str, Any]] | None = None,
 ) -> Any:
-    base = [*STATE, GATEWAY_CLUSTER, KEY] if world is None else world
+    base = [*STATE, KEY] if world is None else world
     # The fleet's own placements are LLMInferences of the namespace, too.
     mine = [o for k, o in (observed or {}).items() if k.startswith(children.KEY_PREFIX)]
     return settle(Inputs(xr=xr, observed=observed or {}), [*base, *mine])
@@ -165,9 +150,12 @@ def test_route_weights_follow_serving(case: WeightCase) -> None:
 
 def test_the_route_and_its_backends() -> None:
     out = run(claim(spillover=[SPILL]))
-    assert out.status["endpoint"] == "https://models.a-team.example.com/a-team/qwen-7b"
+    assert out.status["endpoint"] == "http://models.a-team.example.com/a-team/qwen-7b"
     route = out.resources[ROUTE]
-    assert route["spec"]["providerConfigRef"]["name"] == "control-plane-models"
+    assert (
+        route["spec"]["providerConfigRef"]["name"]
+        == GATEWAY_CLUSTER["status"]["modelsProviderConfig"]["name"]
+    )
     manifest = route["spec"]["forProvider"]["manifest"]
     assert manifest["metadata"]["namespace"] == NS
     assert manifest["spec"]["parentRefs"][0]["name"] == "global-gateway"
@@ -221,9 +209,7 @@ def test_losing_a_cluster_moves_only_its_placement() -> None:
         children.key("inference-google"): child("inference-google", True, 1),
     }
     before = run(claim(), observed)
-    world = [
-        d for d in [*STATE, GATEWAY_CLUSTER, KEY] if d["metadata"]["name"] != "inference-google"
-    ]
+    world = [d for d in [*STATE, KEY] if d["metadata"]["name"] != "inference-google"]
     after = run(claim(), observed, world)
     assert after.resources["placement-inference-aws"] == before.resources["placement-inference-aws"]
     assert "placement-inference-google" not in after.resources
@@ -253,7 +239,7 @@ def test_a_placement_name_taken_by_another_claim_is_refused_there() -> None:
     other = copy.deepcopy(CLAIM)
     other["metadata"]["name"] = "qwen-7b-inference-google"
     other["spec"]["parameters"] = {"model": "Qwen/Qwen3-0.6B"}
-    out = run(claim(), world=[*STATE, GATEWAY_CLUSTER, KEY, other])
+    out = run(claim(), world=[*STATE, KEY, other])
     reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
     assert (
         "LLMInference a-team/qwen-7b-inference-google, which is another claim's name"
@@ -265,7 +251,8 @@ def test_a_placement_name_taken_by_another_claim_is_refused_there() -> None:
 def test_a_gateway_cluster_without_the_app_is_a_condition_not_a_crash() -> None:
     bare = copy.deepcopy(GATEWAY_CLUSTER)
     bare["spec"]["parameters"]["apps"] = {}
-    out = run(claim(), world=[*STATE, bare, KEY])
+    world = [d for d in STATE if d is not GATEWAY_CLUSTER]
+    out = run(claim(), world=[*world, bare, KEY])
     assert out.fatal is None
     got = condition(out, "GlobalEndpoint")
     assert (got.status, got.reason) == ("False", "NoGateway")
@@ -275,23 +262,27 @@ def test_a_gateway_cluster_without_the_app_is_a_condition_not_a_crash() -> None:
 
 
 def test_a_missing_spillover_key_leaves_the_endpoint_out() -> None:
-    world = [*STATE, GATEWAY_CLUSTER]
-    out = run(claim(spillover=[SPILL]), world=world)
+    out = run(claim(spillover=[SPILL]), world=list(STATE))
     assert "global-spillover-0" not in out.resources
     assert any("Secret a-team/together-api-key does not exist" in w for w in out.warnings)
 
 
-def test_a_cluster_credential_is_never_a_spillover_key() -> None:
-    stolen = {
-        **KEY,
-        "metadata": {"name": "control-plane-kubeconfig", "namespace": NS},
-        "data": {"kubeconfig": "a3ViZWNvbmZpZw=="},
-    }
-    spill = {**SPILL, "apiKeySecretRef": {"name": "control-plane-kubeconfig", "key": "kubeconfig"}}
-    out = run(claim(spillover=[spill]), world=[*STATE, GATEWAY_CLUSTER, stolen])
+@pytest.mark.parametrize(
+    ("secret", "key", "type_"),
+    [
+        ("gcp-creds", "creds", "Opaque"),  # inference-google's credentials (it matched)
+        ("inference-aws-kubeconfig", "kubeconfig", "connection.crossplane.io/v1alpha1"),
+    ],
+)
+def test_a_cluster_credential_is_never_a_spillover_key(secret: str, key: str, type_: str) -> None:
+    """The gateway would send the key to the spillover URL: a cluster's credentials never."""
+    stolen = {**KEY, "type": type_, "metadata": {"name": secret, "namespace": NS}}
+    stolen["data"] = {key: "c2VjcmV0"}
+    spill = {**SPILL, "apiKeySecretRef": {"name": secret, "key": key}}
+    out = run(claim(spillover=[spill]), world=[*STATE, stolen])
     assert out.fatal is not None
     assert out.fatal.startswith("spec.parameters.spillover[0].apiKeySecretRef:")
-    assert "never copied" in out.fatal
+    assert "never copied" in out.fatal or "only Opaque Secrets" in out.fatal, out.fatal
     assert out.resources == {}
 
 
@@ -350,3 +341,31 @@ def test_refusals_name_the_field(params: dict[str, Any], message: str) -> None:
     assert out.fatal is not None, "accepted"
     assert out.fatal.startswith(message) or message in out.fatal, out.fatal
     assert out.resources == {}
+
+
+def test_every_object_validates_against_its_pinned_crd() -> None:
+    """The placements (the LLMInference XRD), the Usage, the Objects and what they carry to
+    the gateway's cluster: HTTPRoute (Gateway API v1.6.1), AgentgatewayBackend of both kinds
+    and AgentgatewayPolicy (agentgateway v1.4.1), the key's copy; CEL rules evaluated."""
+    from dot_inference.apiserver import validate_objects
+
+    observed = {children.key("inference-aws"): child("inference-aws", True, 2)}
+    out = run(claim(spillover=[SPILL, {**SPILL, "model": "other", "weight": 3}]), observed)
+    assert out.fatal is None, out.fatal
+    kinds = sorted(
+        (o.get("spec", {}).get("forProvider", {}).get("manifest") or o)["kind"]
+        for o in out.resources.values()
+    )
+    assert kinds == sorted(
+        ["LLMInference"] * 2
+        + ["AgentgatewayBackend"] * 4
+        + ["HTTPRoute", "AgentgatewayPolicy", "Secret", "Secret", "Usage"]
+    )
+    composed = [
+        {**o, "metadata": {**o.get("metadata", {}), "namespace": NS}}
+        for o in out.resources.values()
+    ]
+    report = validate_objects(composed)
+    assert report.invalid == [], report.invalid
+    assert report.no_schema == [], report.no_schema
+    assert report.cel_not_evaluated == 0, report.cel_not_evaluated_rules
