@@ -245,3 +245,39 @@ def test_a_kept_placement_says_so_and_a_moved_one_says_why() -> None:
     got = reasons([c("a", "r1"), c("b2", "r2")], 2, current=["a", "b"])
     assert got["a"] == STAY
     assert "placed again: b no longer matches the selector" in got["b2"]
+
+
+SPREAD_VALUES = [
+    ("a cloud cluster: its provider and the region it publishes",
+     {"spec": {"parameters": {"provider": "aws"}}, "status": {"region": "us-east-1"}},
+     "region", "aws/us-east-1"),
+    ("the region it asks for, before it publishes one",
+     {"spec": {"parameters": {"provider": "google", "region": "europe-west4"}}},
+     "region", "google/europe-west4"),
+    ("an existing or local cluster: the region label",
+     {"metadata": {"labels": {"inference.devopstoolkit.ai/region": "dc-1"}},
+      "spec": {"parameters": {"provider": "local"}}},
+     "region", "local/dc-1"),
+    ("no region at all: no value",
+     {"spec": {"parameters": {"provider": "existing"}}}, "region", None),
+    ("any other key is a label",
+     {"metadata": {"labels": {"topology.kubernetes.io/zone": "us-east-1a"}},
+      "status": {"region": "us-east-1"}},
+     "topology.kubernetes.io/zone", "us-east-1a"),
+    ("a cluster without that label: no value",
+     {"status": {"region": "us-east-1"}}, "topology.kubernetes.io/zone", None),
+    ("half-written objects never crash",
+     {"metadata": {"labels": None}, "spec": {"parameters": "x"}, "status": {"region": 5}},
+     "region", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cluster", "spread_by", "expected"),
+    [s[1:] for s in SPREAD_VALUES],
+    ids=[s[0] for s in SPREAD_VALUES],
+)
+def test_spread_value(cluster: dict, spread_by: str, expected: str | None) -> None:
+    from function.cluster.place import spread_value
+
+    assert spread_value(cluster, spread_by) == expected
