@@ -24,7 +24,7 @@ from function.cluster.placement import RULE, claim_hash
 from function.cluster.target import Target, dig
 from function.fleet import children, route
 from function.fleet.gateway import Gateway, find_gateway
-from function.outcome import Condition, Inputs, Outcome, condition_true
+from function.outcome import Condition, Inputs, Outcome, condition_true, keep_observed
 from function.policy import ownership
 from function.policy.names import behind_router
 from function.policy.secrets import secret_problem
@@ -94,6 +94,30 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
         fleet.clusters,
         children.current(inputs.observed, published),
     )
+    if not decision.placed and any(k.startswith(children.KEY_PREFIX) for k in inputs.observed):
+        # No cluster can take any placement now: what runs is kept, as for one placement.
+        keep_observed(inputs, out)
+        out.placement = {
+            "spreadBy": fleet.spread_by,
+            "asked": fleet.clusters,
+            "placed": 0,
+            "summary": f"0/{fleet.clusters}",
+            "missing": decision.missing,
+            "candidates": [
+                v.as_status()
+                for v in spreading.explain(
+                    decision,
+                    gathered.candidates,
+                    gathered.size,
+                    gathered.size.why_not,
+                    gathered.low,
+                )
+            ],
+        }
+        placement_condition(spec, decision, out)
+        out.status = {"placement": out.placement}
+        out.xr_ready = False
+        return
     by_name = {str(dig(c, "metadata", "name")): c for c in gathered.found}
     rows = []
     for p in decision.placed:

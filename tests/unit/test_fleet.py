@@ -369,3 +369,17 @@ def test_every_object_validates_against_its_pinned_crd() -> None:
     assert report.invalid == [], report.invalid
     assert report.no_schema == [], report.no_schema
     assert report.cel_not_evaluated == 0, report.cel_not_evaluated_rules
+
+
+def test_when_no_cluster_can_take_any_placement_what_runs_is_kept() -> None:
+    observed = {children.key("inference-aws"): child("inference-aws", True, 1)}
+    world = [
+        d
+        for d in STATE
+        if d["kind"] != "InferenceCluster" or d["metadata"]["name"] == "control-plane"
+    ]
+    out = run(claim(), observed, [*world, KEY])
+    assert out.fatal is None
+    assert "placement-inference-aws" in out.resources  # kept, not deleted
+    assert condition(out, "Placement").reason == "NoCluster"
+    assert out.status["placement"]["summary"] == "0/2"
