@@ -185,7 +185,12 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
             endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
         else:
             route_ready = False
-    out.status = {"placement": placement, **({"endpoint": endpoint} if endpoint else {})}
+    out.status = {
+        "placement": placement,
+        # Every placement's ready replicas: `kubectl get llm` shows them for the claim.
+        "replicas": {"ready": sum(int(r["readyReplicas"]) for r in rows)},
+        **({"endpoint": endpoint} if endpoint else {}),
+    }
     out.xr_ready = serving_now > 0 and route_ready
 
 

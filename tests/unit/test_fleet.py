@@ -146,6 +146,8 @@ def test_route_weights_follow_serving(case: WeightCase) -> None:
     assert rows == {k: case.expected[f"qwen-7b-{k}"] for k in ("inference-aws", "inference-google")}
     serving = sum(1 for s, _ in case.serving.values() if s)
     assert condition(out, "Serving").status == ("True" if serving else "False")
+    assert out.status["replicas"] == {"ready": sum(n for _, n in case.serving.values())}
+    assert out.xr_ready is False  # the route's objects on the gateway are not Ready yet
 
 
 def test_the_route_and_its_backends() -> None:
@@ -383,3 +385,26 @@ def test_when_no_cluster_can_take_any_placement_what_runs_is_kept() -> None:
     assert "placement-inference-aws" in out.resources  # kept, not deleted
     assert condition(out, "Placement").reason == "NoCluster"
     assert out.status["placement"]["summary"] == "0/2"
+
+
+@pytest.mark.parametrize(
+    ("serving", "route_ready", "expected"),
+    [
+        ({"inference-aws": (True, 1)}, True, True),
+        ({"inference-aws": (False, 0)}, True, False),
+        ({"inference-aws": (True, 1)}, False, False),
+    ],
+    ids=["a placement serves through the route", "none serves", "the route is not there yet"],
+)
+def test_ready_when_a_placement_serves_through_the_route(
+    serving: dict[str, tuple[bool, int]], route_ready: bool, expected: bool
+) -> None:
+    observed = {children.key(k): child(k, *v) for k, v in serving.items()}
+    first = run(claim(), observed)
+    if route_ready:
+        for k, v in first.resources.items():
+            if k.startswith("global-"):
+                observed[k] = ready(v)
+    out = run(claim(), observed)
+    assert out.xr_ready is expected
+    assert condition(out, "GlobalEndpoint").reason == ("Routed" if route_ready else "Creating")
