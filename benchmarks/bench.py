@@ -601,8 +601,10 @@ def bench_placement(runs: int) -> None:
 def bench_spread(runs: int) -> None:
     """1,000 models, each placed on 3 clusters at once (placement: {clusters: 3}, at most one
     per region), one after another over the 200 InferenceClusters of `bench_placement` in 20
-    regions, each placement taking GPUs from its cluster: function/cluster/spread.py with the
-    function's own sizing. Pure Python, in process; the best of `runs`."""
+    regions, with pools of 4-16 nodes so that the fleet holds nearly all 3,000 placements
+    (a full fleet would make the later models cheap), each placement taking GPUs from its
+    cluster: function/cluster/spread.py with the function's own sizing. Pure Python, in
+    process; the best of `runs`."""
     from function.cluster import placement, spread
     from function.cluster.place import sizer as _sizer
     from function.limits import GPU_TYPES
@@ -616,7 +618,7 @@ def bench_spread(runs: int) -> None:
             gpu_type=shapes[i % len(shapes)][0],
             memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
             per_node=shapes[i % len(shapes)][1],
-            pool=shapes[i % len(shapes)][1] * (1 + i % 4),
+            pool=shapes[i % len(shapes)][1] * 4 * (1 + i % 4),
             spread_value=f"region-{i % 20:02d}",
         )
         for i in range(200)

@@ -54,6 +54,7 @@ def spread(
     that needs `size(...)` GPUs per replica and at least `replicas` replicas on each; `current`
     lists the clusters it runs on now, first placed first; `held` overrides each candidate's
     `held` (a fleet being filled)."""
+    size = _memo(size)  # many clusters share a GPU shape
     by_name = {c.name: c for c in candidates}
     placed: list[Placed] = []
     used_values: set[str] = set()
@@ -77,7 +78,9 @@ def spread(
             continue
         placed.append(Placed(name, c.spread_value, True, STAY))
         used_values.add(c.spread_value)
-    ranked = sorted((key, c) for c in candidates if (key := rank(c, size, replicas)) is not None)
+    ranked = sorted(
+        (key, c) for c in candidates if (key := rank(c, size, replicas, held)) is not None
+    )
     moved = f" (placed again: {'; '.join(lost)})" if lost else ""
     for _, c in ranked:
         if len(placed) == asked:
@@ -112,6 +115,18 @@ def spread(
             )
         missing = f"{short} of {asked} placement{'s' if asked != 1 else ''} missing: {why}"
     return Spread(tuple(placed), asked, missing)
+
+
+def _memo(size: Sizer) -> Sizer:
+    known: dict[tuple[str | None, float, int, int], int | None] = {}
+
+    def sized(gpu_type: str | None, memory_gib: float, per_node: int, span: int = 1) -> int | None:
+        shape = (gpu_type, memory_gib, per_node, span)
+        if shape not in known:
+            known[shape] = size(gpu_type, memory_gib, per_node, span)
+        return known[shape]
+
+    return sized
 
 
 def rank(

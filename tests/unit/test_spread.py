@@ -281,3 +281,99 @@ def test_spread_value(cluster: dict, spread_by: str, expected: str | None) -> No
     from function.cluster.place import spread_value
 
     assert spread_value(cluster, spread_by) == expected
+
+
+def test_status_of_every_candidate_field_by_field() -> None:
+    """status.placement.candidates as the claim shows it: chosen or not, GPUs per replica,
+    free GPUs, spread value, for each kind of verdict (exactly full counts as fitting)."""
+    candidates = [
+        c("a-kept", "r1", pool=8, held=3, problem="not Ready"),
+        c("b-exact", "r2", pool=4, held=2),  # 2 replicas x 1 GPU = exactly the 2 free
+        c("c-short", "r3", pool=4, held=3),
+        c("d-small", "r4", memory=8),
+        c("e-down", "r5", problem="being deleted"),
+        c("f-nolabel", None),
+        c("g-same", "r2", pool=2),
+        c("h-unpooled", "r6", pool=None),
+        c("i-next", "r7", pool=2),
+    ]
+    decision = spread(candidates, size, 2, 3, ["a-kept"])
+    assert decision.clusters == ("a-kept", "b-exact", "i-next")
+    got = [v.as_status() for v in explain(decision, candidates, size, why_not, 2)]
+    rule = "smallest GPU that fits, then most free GPUs, then name"
+    assert got == [
+        {"name": "a-kept", "chosen": True, "reason": STAY, "freeGPUs": 5, "spreadValue": "r1"},
+        {
+            "name": "b-exact",
+            "chosen": True,
+            "reason": f"chosen: {rule}",
+            "gpusPerReplica": 1,
+            "freeGPUs": 2,
+            "spreadValue": "r2",
+        },
+        {
+            "name": "i-next",
+            "chosen": True,
+            "reason": f"chosen: {rule}",
+            "gpusPerReplica": 1,
+            "freeGPUs": 2,
+            "spreadValue": "r7",
+        },
+        {
+            "name": "c-short",
+            "chosen": False,
+            "reason": "needs 2 GPUs (2 x 1), 1 of 4 free",
+            "gpusPerReplica": 1,
+            "freeGPUs": 1,
+            "spreadValue": "r3",
+        },
+        {"name": "d-small", "chosen": False, "reason": "8 GiB is too small", "spreadValue": "r4"},
+        {"name": "e-down", "chosen": False, "reason": "being deleted", "spreadValue": "r5"},
+        {
+            "name": "f-nolabel",
+            "chosen": False,
+            "reason": NO_SPREAD_VALUE,
+            "gpusPerReplica": 1,
+            "freeGPUs": 8,
+        },
+        {
+            "name": "g-same",
+            "chosen": False,
+            "reason": "fits, but r2 already has a placement (b-exact; at most one per value of "
+            "the spread key)",
+            "gpusPerReplica": 1,
+            "freeGPUs": 2,
+            "spreadValue": "r2",
+        },
+        {
+            "name": "h-unpooled",
+            "chosen": False,
+            "reason": f"fits, but the 3 placements asked for come first ({rule})",
+            "gpusPerReplica": 1,
+            "spreadValue": "r6",
+        },
+    ]
+
+
+def test_a_fleet_being_filled_counts_what_it_took() -> None:
+    """`held` overrides each candidate's own count (the bench fills a fleet this way)."""
+    fleet = [c("a", "r1", pool=2), c("b", "r2", pool=2), c("c", "r3", pool=2)]
+    assert spread(fleet, size, 1, 2).clusters == ("a", "b")
+    taken = {"a": 2, "b": 1, "c": 0}
+    assert spread(fleet, size, 1, 2, held=taken).clusters == ("c", "b")
+    assert spread(fleet, size, 1, 1, ["a"], held=taken).clusters == ("c",)
+
+
+def test_the_size_is_asked_of_each_cluster_shape() -> None:
+    """What the sizer is asked: the cluster's GPU type, memory, GPUs per node and span."""
+    asked: list[tuple] = []
+
+    def record(gpu_type: str | None, memory: float, per_node: int, span: int = 1) -> int | None:
+        asked.append((gpu_type, memory, per_node, span))
+        return None
+
+    one = Candidate("x", gpu_type="h100", memory_gib=H100, per_node=8, pool=16, span=2,
+                    spread_value="r1")  # fmt: skip
+    decision = spread([one], record, 1, 1)
+    explain(decision, [one], record, lambda *a: str(a), 1)
+    assert set(asked) == {("h100", H100, 8, 2)}
