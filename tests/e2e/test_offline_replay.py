@@ -14,13 +14,36 @@
   ProviderConfig uses ``InjectedIdentity`` (this same cluster) count as created, as
   provider-kubernetes would create them.
 
+How the offline cluster renders (``OfflineCluster.view``), as Crossplane would reconcile:
+
+* Every XR is rendered with every other XR as a required resource, carrying the status its
+  own render published (a model's ``clusterRef``, a ``clusterSelector``'s ``matchLabels`` over
+  the InferenceClusters' labels, a fleet's ``globalEndpoint`` cluster, the namespace's
+  LLMInferences and the clusters' ledger Usages), again and again until no render's inputs
+  change (at most ``MAX_ROUNDS``).
+* An XR an XR composes (a fleet's placements: one LLMInference per cluster) is an XR too: it
+  is rendered in the same state, its composed objects are the cluster's, and it is what its
+  parent observes of it (with that status) on the parent's next render. A new state (after a
+  ``patch``) starts from the last one's: the placements that existed are observed until their
+  parent drops them.
+* An XR's ``Ready`` that a ``*-ready.yaml`` step asserted holds from then on (Chainsaw waited
+  for it live; offline nothing is observed, so no XR would ever be Ready): a fleet's candidate
+  clusters must be Ready, and so must its global Gateway's cluster.
+
 Not evaluated offline, and never counted as passing: keys or values that are JMESPath
 expressions ``(...)`` (other than the plain bindings ``($namespace)``, which stands for the
-test's namespace, and ``($values.<key>)``, read from tests/e2e/values.yaml as
-``--values`` passes it); fields only a live cluster sets (``status`` of anything but our
-XRs, XR ``status.conditions`` and ``spec.crossplane``, server-set metadata); and, in
-``*-ready.yaml`` files (state only running providers reach), every field but the identity
-(apiVersion, kind, name, namespace) and any object the offline render does not have.
+test's namespace, ``($values.<key>)``, read from tests/e2e/values.yaml as ``--values`` passes
+it, ``join('', [...])`` of those and string literals, and, on our XRs outside readiness
+files, ``(conditions[?type == 'X'])`` for a condition the function sets, such as Placement or
+Cluster); fields only a live cluster sets (``status`` of anything but our XRs, XR
+``status.conditions`` otherwise, Crossplane's own XR conditions Ready and Synced,
+``spec.crossplane``, server-set metadata); and, in ``*-ready.yaml`` files (state only running
+providers reach), every field but the identity (apiVersion, kind, name, namespace) and any
+object the offline render does not have. Live only, therefore: whether a model serves (its
+Serving condition, ready replicas, so a fleet's route weights above 0 and its placements'
+``serving``), what a Gateway or route reports, anything on a cluster that is not this one
+(the objects provider-kubernetes would create through an ``existing`` cluster's kubeconfig),
+and every script: the HTTP calls through an endpoint, Secrets a script writes, load.
 Scripts, sleeps and waits are not simulated. ``test_unevaluated_summary`` prints what was
 not evaluated, with file and path, and emits it as a warning.
 """
@@ -28,6 +51,7 @@ not evaluated, with file and path, and emits it as a warning.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 import subprocess
@@ -92,7 +116,21 @@ SERVER_METADATA = frozenset(
     }
 )
 PROVIDER_KUBERNETES = "kubernetes.m.crossplane.io"
+# Renders of every XR against the others' statuses until none changes (each settles in 2-3).
+MAX_ROUNDS = 6
+# The reason of a condition an earlier `*-ready.yaml` step asserted (OfflineCluster.assume).
+ASSUMED_REASON = "AssertedByAnEarlierStep"
+# `(conditions[?type == 'Ready'])`: the form readiness files assert a condition in.
+_CONDITION_KEY = re.compile(r"^\(conditions\[\?type ?== ?'([A-Za-z]+)'\]\)$")
 _BINDING = re.compile(r"^\(\$(namespace|values(?:\.[A-Za-z0-9_-]+)+)\)$")
+# `(join('', ['http://', $namespace, '/x']))`: string literals and the plain bindings, joined.
+_JOIN = re.compile(r"^\(join\('', \[(.+)\]\)\)$")
+_JOIN_ITEM = re.compile(
+    r"\s*(?:'([^',]*)'|(\$(?:namespace|values(?:\.[A-Za-z0-9_-]+)+)))\s*(?:,|$)"
+)
+# Conditions Crossplane itself sets on an XR (its offline `Ready` is the render's, not a live
+# reconcile's); the others are the function's, decided by the render.
+CROSSPLANE_CONDITIONS = frozenset({"Ready", "Synced", "Healthy", "Responsive"})
 
 
 # --------------------------------------------------------------------------- loading
@@ -161,7 +199,17 @@ class NotOffline(Exception):
 
 
 def binding_value(expr: str) -> tuple[bool, Any]:
-    """(True, value) for `($namespace)` and `($values.a.b)`; (False, None) otherwise."""
+    """(True, value) for `($namespace)`, `($values.a.b)` and `join('', [...])` of string
+    literals and those two; (False, None) otherwise."""
+    joined = _JOIN.match(expr)
+    if joined:
+        parts = []
+        for item in _JOIN_ITEM.finditer(joined.group(1)):
+            literal, name = item.groups()
+            parts.append(literal if name is None else str(binding_value(f"({name})")[1]))
+        if _JOIN_ITEM.sub("", joined.group(1)).strip():
+            return False, None  # something else than literals and bindings
+        return True, "".join(parts)
     m = _BINDING.match(expr)
     if not m:
         return False, None
@@ -211,7 +259,10 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
-def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+
+
+def identity(obj: dict[str, Any]) -> Key:
     m = _meta(obj)
     return (
         str(obj.get("apiVersion", "")),
@@ -257,7 +308,7 @@ class View:
     objects, and manifests provider-kubernetes creates on this same cluster."""
 
     objects: list[dict[str, Any]]
-    xrs: set[tuple[str, str, str, str]]
+    xrs: set[Key]
 
 
 def _ledger_entries(result: render.RenderResult) -> list[dict[str, Any]]:
@@ -272,10 +323,24 @@ def _ledger_entries(result: render.RenderResult) -> list[dict[str, Any]]:
     ]
 
 
+def _digest(xr: dict[str, Any], required: list[Any], observed: list[Any]) -> str:
+    """What a render depends on, as one string (renders are deterministic)."""
+    return hashlib.sha256(
+        json.dumps([xr, required, observed], sort_keys=True, default=str).encode()
+    ).hexdigest()
+
+
 class OfflineCluster:
     def __init__(self) -> None:
-        self.applied: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.applied: dict[Key, dict[str, Any]] = {}
+        # Conditions `*-ready.yaml` steps asserted of XRs, by XR (see `assume`).
+        self.assumed: dict[Key, dict[str, str]] = {}
         self._view: View | None = None
+        # The last view's renders, and the XRs they composed (child -> (parent, manifest)).
+        self._results: dict[Key, render.RenderResult] = {}
+        self._composed: dict[Key, tuple[Key, dict[str, Any]]] = {}
+        # Renders by their inputs (the XR, what it requires and observes).
+        self._renders: dict[str, render.RenderResult] = {}
 
     @staticmethod
     def _place(doc: dict[str, Any]) -> dict[str, Any]:
@@ -306,24 +371,49 @@ class OfflineCluster:
 
     def delete(self, docs: list[dict[str, Any]]) -> None:
         for doc in docs:
-            self.applied.pop(identity(self._place(doc)), None)
+            key = identity(self._place(doc))
+            self.applied.pop(key, None)
+            self.assumed.pop(key, None)
         self._view = None
 
-    def _render(self, xr: dict[str, Any], required: list[dict[str, Any]]) -> render.RenderResult:
+    def assume(self, key: Key, condition: str, status: str) -> None:
+        """A condition an earlier `*-ready.yaml` step asserted of an XR (Chainsaw waited for
+        it live): the XR carries it from then on, as others read it, until it is deleted."""
+        self.assumed.setdefault(key, {})[condition] = status
+        self._view = None
+
+    def _render(
+        self,
+        xr: dict[str, Any],
+        required: list[dict[str, Any]],
+        observed: list[dict[str, Any]],
+        digest: str,
+    ) -> render.RenderResult:
         pkg = package()
         try:
             composition = render.select_composition(pkg, xr)
         except documents.RenderError as e:
             raise MissingComposition(str(e)) from e
-        return render.render(
-            xr,
-            composition,
-            render.default_runners(),
-            xrd=render.find_xrd(pkg, xr),
-            required=required,
-        )
+        if digest not in self._renders:
+            self._renders[digest] = render.render(
+                xr,
+                composition,
+                render.default_runners(),
+                xrd=render.find_xrd(pkg, xr),
+                required=required,
+                observed=observed,
+            )
+        return self._renders[digest]
 
     def view(self) -> View:
+        """Every XR rendered against the others until nothing changes: a claim may require
+        another XR (clusterRef, clusterSelector, globalEndpoint) and read its status, which
+        Crossplane writes from that XR's render, and the other models' entries in their
+        cluster's ledger (function/cluster/ledger.py: the Usage each composed with that
+        status). XRs an XR composes (a fleet's placements, each an LLMInference) are rendered
+        too, in the same state, and are what that XR observes of them on its next render; the
+        first render of a state observes the placements the previous state had (they exist
+        until their claim drops them)."""
         if self._view is not None:
             return self._view
         pkg = package()
@@ -333,33 +423,66 @@ class OfflineCluster:
             for k, o in self.applied.items()
             if is_xr(o)
         }
-        results: dict[tuple[str, str, str, str], render.RenderResult] = {}
-        # Twice: a claim may require another XR (clusterRef) and read its status, which
-        # Crossplane writes from that XR's render, and the other models' entries in their
-        # cluster's ledger (function/cluster/ledger.py: the Usage each composed with that status).
-        for _ in range(2):
-            live_xrs = [self._live_xr(stored[k], results.get(k)) for k in stored]
-            entries = {k: _ledger_entries(r) for k, r in results.items()}
-            for k, xr in stored.items():
+        composed = {c: (p, xr) for c, (p, xr) in self._composed.items() if p in stored}
+        # The statuses the cluster holds when this state begins: the last view's.
+        results = {k: r for k, r in self._results.items() if k in stored or k in composed}
+        inputs: dict[Key, str] = {}
+        for _ in range(MAX_ROUNDS):
+            xrs = {**stored, **{c: self._defaulted(xr) for c, (_, xr) in composed.items()}}
+            live = {k: self._live_xr(k, xr, results.get(k)) for k, xr in xrs.items()}
+            entries = {k: _ledger_entries(r) for k, r in results.items() if k in xrs}
+            now: dict[Key, str] = {}
+            fresh: dict[Key, render.RenderResult] = {}
+            for k, xr in xrs.items():
                 theirs = [u for o, us in entries.items() if o != k for u in us]
-                results[k] = self._render(xr, others + live_xrs + theirs)
-            if not any(r.requirements for r in results.values()):
+                observed = [live[c] for c, (parent, _) in composed.items() if parent == k]
+                required = others + list(live.values()) + theirs
+                now[k] = _digest(xr, required, observed)
+                fresh[k] = self._render(xr, required, observed, now[k])
+            composed = {
+                identity(c): (k, c) for k, r in fresh.items() for c in r.composed if is_xr(c)
+            }
+            settled = now == inputs
+            results, inputs = fresh, now
+            if settled:
                 break
+        else:
+            raise RenderFailed(f"the XRs did not settle in {MAX_ROUNDS} renders each")
         objects = list(others)
         for k, result in results.items():
             if result.fatal:
                 raise RenderFailed(f"{k[1]} {k[3]}: the render failed: {result.fatal}")
-            objects.append(self._live_xr(stored[k], result))
-            objects.extend(result.composed)
+            xr = stored[k] if k in stored else self._defaulted(composed[k][1])
+            objects.append(self._live_xr(k, xr, result))
+            objects.extend(c for c in result.composed if not is_xr(c))
         objects.extend(self._created_by_provider_kubernetes(objects))
-        self._view = View(objects=objects, xrs=set(stored))
+        self._composed, self._results = composed, results
+        self._view = View(objects=objects, xrs=set(results))
         return self._view
 
     @staticmethod
-    def _live_xr(stored: dict[str, Any], result: render.RenderResult | None) -> dict[str, Any]:
+    def _defaulted(xr: dict[str, Any]) -> dict[str, Any]:
+        return render.apply_xrd_defaults(xr, render.find_xrd(package(), xr) or {})
+
+    def _live_xr(
+        self, key: Key, stored: dict[str, Any], result: render.RenderResult | None
+    ) -> dict[str, Any]:
         live = copy.deepcopy(stored)
         if result is not None:
             live["status"] = copy.deepcopy(result.xr.get("status") or {})
+        for condition, status in self.assumed.get(key, {}).items():
+            status_ = live.setdefault("status", {})
+            kept = [c for c in status_.get("conditions") or [] if c.get("type") != condition]
+            status_["conditions"] = [
+                *kept,
+                {
+                    "type": condition,
+                    "status": status,
+                    "reason": ASSUMED_REASON,
+                    "message": "asserted by an earlier *-ready.yaml step (live only)",
+                    "lastTransitionTime": render.CONDITION_TIME,
+                },
+            ]
         return live
 
     @staticmethod
@@ -454,6 +577,21 @@ def live_only(path: tuple[Any, ...], xr: bool, live_file: bool) -> str | None:
     return None
 
 
+def function_conditions(
+    key: str, path: tuple[Any, ...], actual: Any, *, xr: bool, live_file: bool
+) -> list[Any] | None:
+    """What `status: {(conditions[?type == 'X']): ...}` selects of an XR when X is one of the
+    function's conditions (Placement, Cluster, ...): the render decides those. None for
+    anything else (Crossplane's own conditions, other objects, readiness files)."""
+    m = _CONDITION_KEY.match(key)
+    if not (m and xr and not live_file and path == ("status",) and isinstance(actual, dict)):
+        return None
+    if m.group(1) in CROSSPLANE_CONDITIONS:
+        return None
+    conditions = actual.get("conditions")
+    return [c for c in conditions or [] if isinstance(c, dict) and c.get("type") == m.group(1)]
+
+
 def _scalar_equal(expected: Any, actual: Any) -> bool:
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(expected) is type(actual) and expected == actual
@@ -482,7 +620,11 @@ def match(
         for key, sub in expected.items():
             child = (*path, key)
             if is_expression_key(key):
-                out.unevaluated.append((_path(child), "JMESPath key"))
+                chosen = function_conditions(key, path, actual, xr=xr, live_file=live_file)
+                if chosen is None:
+                    out.unevaluated.append((_path(child), "JMESPath key"))
+                else:
+                    out.add(match(sub, chosen, child, xr=xr, live_file=live_file))
                 continue
             why = live_only(child, xr, live_file)
             if why:
@@ -609,8 +751,44 @@ class SuiteRun:
     not_simulated: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     skipped: str | None = None
+    # Conditions of XRs readiness steps asserted, held from then on (OfflineCluster.assume).
+    assumed: list[str] = field(default_factory=list)
     # The offline cluster right after each apply/create/update, by file (relative to E2E).
     after_apply: dict[str, View] = field(default_factory=dict)
+
+
+def asserted_conditions(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The conditions a readiness document asserts in the form
+    `status: {(conditions[?type == 'X']): [{status: "True"}]}`."""
+    status = doc.get("status")
+    out = []
+    for key, value in status.items() if isinstance(status, dict) else []:
+        m = _CONDITION_KEY.match(str(key))
+        only = value[0] if isinstance(value, list) and len(value) == 1 else None
+        if m and isinstance(only, dict) and isinstance(only.get("status"), str):
+            out.append((m.group(1), only["status"]))
+    return out
+
+
+def assume_asserted(
+    cluster: OfflineCluster, view: View, doc: dict[str, Any], run: SuiteRun
+) -> None:
+    """An XR's Ready a `*-ready.yaml` step asserted holds for the rest of the suite (the live
+    step waits for it): the XRs that read this one see it (a fleet's candidates must be Ready,
+    a global Gateway's cluster too). Other asserted conditions are not carried over."""
+    m = _meta(doc)
+    key = (
+        str(doc.get("apiVersion", "")),
+        str(doc.get("kind", "")),
+        str(m.get("namespace") or OFFLINE_NAMESPACE),
+        str(m.get("name") or ""),
+    )
+    if key not in view.xrs:
+        return
+    for condition, status in asserted_conditions(doc):
+        if condition == "Ready":
+            cluster.assume(key, condition, status)
+            run.assumed.append(f"{key[1]} {key[3]}: {condition}={status}")
 
 
 def replay(suite: str) -> SuiteRun:
@@ -642,6 +820,8 @@ def replay(suite: str) -> SuiteRun:
                                 for seen in views
                             )
                         run.results.append(result)
+                        if op.kind == "assert" and name.endswith("-ready.yaml"):
+                            assume_asserted(cluster, view, doc, run)
                 views.append(view)
             else:
                 run.not_simulated.append(f"{op.where}")
@@ -694,7 +874,7 @@ def test_chainsaw_files_match_the_schema(path: Path, schema: str, kind: str) -> 
 
 
 def test_there_are_suites() -> None:
-    assert {"llm-local", "aws", "azure", "google", "local"} <= set(SUITES)
+    assert {"llm-local", "aws", "azure", "google", "local", "llmd-local"} <= set(SUITES)
 
 
 _SCRIPT_PATH = re.compile(r"(?:\.\./|\./)[\w./-]+\.(?:sh|py)\b")
@@ -830,13 +1010,14 @@ def test_error_steps_are_decided_offline_where_possible(suite: str) -> None:
 
 def test_unevaluated_summary() -> None:
     """Prints (and warns) what the offline replay could not evaluate: never a pass."""
-    lines, checked, skipped = [], 0, []
+    lines, checked, skipped, assumed = [], 0, [], []
     for suite in SUITES:
         run = suite_run(suite)
         if run.skipped:
             skipped.append(f"{suite}: {run.skipped}")
             continue
         checked += sum(len(r.checked) for r in run.results)
+        assumed.extend(f"  {suite}: {a}" for a in run.assumed)
         lines.extend(f"  {n}: not simulated" for n in run.not_simulated)
         for r in run.results:
             for path, why in r.unevaluated:
@@ -848,6 +1029,11 @@ def test_unevaluated_summary() -> None:
         f"{len(lines)} asserts or operations NOT evaluated (a live cluster decides them):\n"
         + "\n".join(lines)
         + ("\nsuites skipped:\n  " + "\n  ".join(skipped) if skipped else "")
+        + (
+            "\nheld offline after a readiness step asserted it (live only):\n" + "\n".join(assumed)
+            if assumed
+            else ""
+        )
     )
     print(summary)
     warnings.warn(summary, UserWarning, stacklevel=1)
@@ -879,6 +1065,84 @@ def test_matcher_follows_chainsaw() -> None:
         live_file=False,
     )
     assert ns.checked == ["metadata.namespace"] and not ns.failures
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("($namespace)", (True, OFFLINE_NAMESPACE)),
+        ("($values.gcpProjectId)", (True, values().get("gcpProjectId"))),
+        (
+            "(join('', ['http://a.', $namespace, '.svc']))",
+            (True, f"http://a.{OFFLINE_NAMESPACE}.svc"),
+        ),
+        ("(join('', [$values.gcpProjectId, '-x']))", (True, f"{values()['gcpProjectId']}-x")),
+        ("(join('', ['a', b]))", (False, None)),  # `b` is a field of the object: JMESPath
+        ("(join(',', ['a', 'b']))", (False, None)),
+        ("(length(x))", (False, None)),
+        ("plain", (False, None)),
+    ],
+)
+def test_bindings_evaluated_offline(expr: str, expected: tuple[bool, Any]) -> None:
+    assert binding_value(expr) == expected
+
+
+_CONDITIONS = {
+    "conditions": [
+        {"type": "Ready", "status": "False", "reason": "Creating"},
+        {"type": "Placement", "status": "False", "reason": "TooFewClusters"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "path", "actual", "xr", "live_file", "expected"),
+    [
+        # The function's condition of an XR: decided by the render.
+        (
+            "(conditions[?type == 'Placement'])",
+            ("status",),
+            _CONDITIONS,
+            True,
+            False,
+            [_CONDITIONS["conditions"][1]],
+        ),
+        ("(conditions[?type == 'Cluster'])", ("status",), _CONDITIONS, True, False, []),
+        # Crossplane's own, another object's, a readiness file's, another form: live only.
+        ("(conditions[?type == 'Ready'])", ("status",), _CONDITIONS, True, False, None),
+        ("(conditions[?type == 'Placement'])", ("status",), _CONDITIONS, False, False, None),
+        ("(conditions[?type == 'Placement'])", ("status",), _CONDITIONS, True, True, None),
+        ("(conditions[?type == 'Placement'])", ("spec",), _CONDITIONS, True, False, None),
+        ("(conditions[?status == 'True'])", ("status",), _CONDITIONS, True, False, None),
+    ],
+)
+def test_function_conditions_are_evaluated_offline(
+    key: str,
+    path: tuple[str, ...],
+    actual: dict[str, Any],
+    xr: bool,
+    live_file: bool,
+    expected: list[Any] | None,
+) -> None:
+    assert function_conditions(key, path, actual, xr=xr, live_file=live_file) == expected
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        ({"status": {"(conditions[?type == 'Ready'])": [{"status": "True"}]}}, [("Ready", "True")]),
+        (
+            {"status": {"(conditions[?type=='Serving'])": [{"status": "True", "reason": "x"}]}},
+            [("Serving", "True")],
+        ),
+        ({"status": {"(conditions[?type == 'Ready'])": [{"reason": "x"}]}}, []),
+        ({"status": {"(conditions[?type == 'Ready'])": [{"status": "True"}, {}]}}, []),
+        ({"status": {"ready": True}}, []),
+        ({"spec": {}}, []),
+    ],
+)
+def test_asserted_conditions(doc: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    assert asserted_conditions(doc) == expected
 
 
 def test_setup_packages_match_the_package() -> None:
