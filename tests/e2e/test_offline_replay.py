@@ -874,7 +874,9 @@ def test_chainsaw_files_match_the_schema(path: Path, schema: str, kind: str) -> 
 
 
 def test_there_are_suites() -> None:
-    assert {"llm-local", "aws", "azure", "google", "local", "llmd-local"} <= set(SUITES)
+    assert {"llm-local", "aws", "azure", "google", "local", "llmd-local", "fleet-local"} <= set(
+        SUITES
+    )
 
 
 _SCRIPT_PATH = re.compile(r"(?:\.\./|\./)[\w./-]+\.(?:sh|py)\b")
@@ -1076,7 +1078,7 @@ def test_matcher_follows_chainsaw() -> None:
             "(join('', ['http://a.', $namespace, '.svc']))",
             (True, f"http://a.{OFFLINE_NAMESPACE}.svc"),
         ),
-        ("(join('', [$values.gcpProjectId, '-x']))", (True, f"{values()['gcpProjectId']}-x")),
+        ("(join('', [$values.secondCluster, '-x']))", (True, f"{values()['secondCluster']}-x")),
         ("(join('', ['a', b]))", (False, None)),  # `b` is a field of the object: JMESPath
         ("(join(',', ['a', 'b']))", (False, None)),
         ("(length(x))", (False, None)),
@@ -1143,6 +1145,30 @@ def test_function_conditions_are_evaluated_offline(
 )
 def test_asserted_conditions(doc: dict[str, Any], expected: list[tuple[str, str]]) -> None:
     assert asserted_conditions(doc) == expected
+
+
+def test_composed_xrs_are_rendered_and_observed() -> None:
+    """fleet-local: the fleet's placements are XRs of the offline cluster (rendered, their
+    status evaluated), on the Ready the readiness step asserted; after the second cluster
+    leaves the fleet, its placement is gone and the other, observed from the state before,
+    stayed where it was."""
+    run = suite_run("fleet-local")
+    assert not run.problems and not run.skipped
+    view = run.after_apply["fleet-local/03-install-model.yaml"]
+    key = ("inference.devopstoolkit.ai/v1alpha1", "LLMInference", OFFLINE_NAMESPACE)
+    assert {(*key, "small-kind-a"), (*key, "small-kind-b")} <= view.xrs
+    assert [a.split(":")[0] for a in run.assumed[:2]] == [
+        "InferenceCluster kind-a",
+        "InferenceCluster kind-b",
+    ]
+    kept = [
+        r
+        for r in run.results
+        if r.file == "fleet-local/07-assert.yaml" and r.doc == "LLMInference small"
+    ]
+    assert kept and kept[0].verdict == "pass"
+    assert "status.placement.placements[0].reason" in kept[0].checked
+    assert "status.(conditions[?type == 'Placement'])[0].reason" in kept[0].checked
 
 
 def test_setup_packages_match_the_package() -> None:
