@@ -124,6 +124,15 @@ def parse_fleet(params: dict, has_selector: bool) -> Fleet | None:
             "would send to a name the claim chose; the route reaches each placement through "
             "its cluster's router host (apps.vllm.endpoint.host), so remove ingressHost",
         )
+    if gateway is not None and params.get("apiKeySecretRef") is not None:
+        raise SpecError(
+            f"{P}.apiKeySecretRef",
+            params.get("apiKeySecretRef"),
+            f"{P}.apiKeySecretRef and {P}.globalEndpoint are exclusive: the global route reaches "
+            "each placement through its cluster's router, which cannot serve a model guarded "
+            "by a key (it lists models without one); remove apiKeySecretRef, or globalEndpoint "
+            "to call each placement at its own URL",
+        )
     if spill is not None and gateway is None:
         raise SpecError(
             f"{P}.spillover",

@@ -85,6 +85,12 @@ def current(observed: Mapping[str, Any], published: Any) -> list[str]:
     return sorted(clusters, key=lambda c: (rank.get(c, len(rank)), c))
 
 
+def created(child: Mapping[str, Any] | None) -> str:
+    """A placement's creation time; "" (after every other model) before it exists."""
+    value = dig(child, "metadata", "creationTimestamp")
+    return value if isinstance(value, str) else ""
+
+
 def serving(child: Mapping[str, Any] | None) -> tuple[bool, int]:
     """Whether a placement serves (its Serving condition) and its ready replicas."""
     if child is None:

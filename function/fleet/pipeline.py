@@ -86,6 +86,9 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
         fleet.spread_by,
         mine=lambda xr: dig(xr, "metadata", "name") in mine,
         reachable=reach,
+        # A placement is judged on its cluster by its own creation time (a new one, by none:
+        # after every model there), as its own function will judge it.
+        created_on=lambda cluster: children.created(inputs.observed.get(children.key(cluster))),
     )
     if gathered is None:
         out.xr_ready = False

@@ -315,6 +315,8 @@ HOSTILE = [
     ("a namespace's Service by its search-list name",
      {"spillover": [{**SPILL, "url": "https://qwen.b-team/v1"}]},
      "spec.parameters.spillover[0].url: qwen.b-team is not a public DNS name"),
+    ("an API key beside the global endpoint", {"apiKeySecretRef": {"name": "k"}},
+     "spec.parameters.apiKeySecretRef and spec.parameters.globalEndpoint are exclusive"),
     ("ingressHost beside the global endpoint", {"ingressHost": "metadata.google.internal.nip.io"},
      "spec.parameters.ingressHost and spec.parameters.globalEndpoint are exclusive"),
     ("no key reference", {"spillover": [{"url": "https://api.together.xyz/v1"}]},
@@ -450,4 +452,26 @@ def test_a_forged_fleet_label_does_not_hide_another_claims_gpus() -> None:
     out = run(claim(), world=[*STATE, KEY, forged])
     reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
     assert "another claim's name" in reasons["inference-google"]
+    assert "placement-inference-google" not in out.resources
+
+
+def test_a_new_placement_comes_after_the_models_already_on_its_cluster() -> None:
+    """Created after the fleet but before its placement there, a model holding the GKE
+    cluster's three L4s keeps them: the placement would be judged by its own (later) time, so
+    the fleet does not choose that cluster."""
+    other = copy.deepcopy(CLAIM)
+    other["metadata"] = {
+        "name": "other",
+        "namespace": NS,
+        "creationTimestamp": "2026-07-01T00:00:00Z",  # after the claim (2026-06-01)
+    }
+    other["spec"]["parameters"] = {
+        "model": "Qwen/Qwen3-0.6B",
+        "clusterRef": {"name": "inference-google"},
+        "replicas": 3,
+    }
+    other["spec"]["parameters"]["gpu"] = 1  # not running yet: what it asks for counts
+    out = run(claim(), world=[*STATE, KEY, other])
+    reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
+    assert reasons["inference-google"] == "needs 1 GPUs (1 x 1), 0 of 3 free"
     assert "placement-inference-google" not in out.resources
