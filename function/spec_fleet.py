@@ -32,6 +32,10 @@ MAX_SPILLOVER_WEIGHT = 100
 # Names that resolve inside a cluster (its Services, the node, mDNS) are no public endpoint.
 _INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster", ".localhost", ".home.arpa")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+# A top-level domain as the root zone has them: letters, or an IDN's xn-- form. A namespace
+# (`svc.b-team`) or a Service's search-list name rarely passes; what still resolves privately
+# is closed by the global Gateway's egress NetworkPolicy (apps.globalEndpoint).
+_TOP_LEVEL = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,24 @@ def parse_fleet(params: dict, has_selector: bool) -> Fleet | None:
             "topology.kubernetes.io/zone)",
         )
     gateway = _gateway_cluster(endpoint)
+    if gateway is not None and params.get("ingressHost") is not None:
+        raise SpecError(
+            f"{P}.ingressHost",
+            params.get("ingressHost"),
+            f"{P}.ingressHost and {P}.globalEndpoint are exclusive: every placement would "
+            "publish the same host (one cluster's, wherever DNS points) and the global route "
+            "would send to a name the claim chose; the route reaches each placement through "
+            "its cluster's router host (apps.vllm.endpoint.host), so remove ingressHost",
+        )
+    if gateway is not None and params.get("apiKeySecretRef") is not None:
+        raise SpecError(
+            f"{P}.apiKeySecretRef",
+            params.get("apiKeySecretRef"),
+            f"{P}.apiKeySecretRef and {P}.globalEndpoint are exclusive: the global route reaches "
+            "each placement through its cluster's router, which cannot serve a model guarded "
+            "by a key (it lists models without one); remove apiKeySecretRef, or globalEndpoint "
+            "to call each placement at its own URL",
+        )
     if spill is not None and gateway is None:
         raise SpecError(
             f"{P}.spillover",
@@ -209,8 +231,13 @@ def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
     except ValueError:
         raise SpecError(f, value, f"{f}: {short(value)} is not a URL ({example})") from None
     host = (parts.hostname or "").lower()
-    if parts.scheme not in ("http", "https") or not host:
-        raise SpecError(f, value, f"{f}: {short(value)} is not an http(s) URL ({example})")
+    if parts.scheme != "https" or not host:
+        raise SpecError(
+            f,
+            value,
+            f"{f}: {short(value)} is not an https URL; the endpoint's key travels with every "
+            f"request, so only TLS will do ({example})",
+        )
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
         raise SpecError(
             f,
@@ -218,7 +245,13 @@ def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
             f"{f}: {short(value)} carries credentials, a query or a fragment; give the base URL "
             "only (the key goes in apiKeySecretRef)",
         )
-    if ip_literal(host) or "." not in host or host.endswith(_INTERNAL_SUFFIXES):
+    tld = host.rsplit(".", 1)[-1]
+    if (
+        ip_literal(host)
+        or "." not in host
+        or host.endswith(_INTERNAL_SUFFIXES)
+        or not _TOP_LEVEL.match(tld)
+    ):
         raise SpecError(
             f,
             value,
@@ -229,4 +262,4 @@ def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
     if not DNS_SUBDOMAIN.match(host) or len(host) > 253:
         raise SpecError(f, value, f"{f}: {host} is not a DNS name ({example})")
     path = parts.path.rstrip("/")
-    return parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path
+    return parts.scheme, host, port or 443, path

@@ -54,12 +54,14 @@ def gather(
     spread_by: str | None = None,
     mine: Callable[[dict[str, Any]], bool] | None = None,
     reachable: Callable[[LLMSpec, Target], str | None] | None = None,
+    created_on: Callable[[str], str] | None = None,
 ) -> Gathered | None:
     """The InferenceClusters clusterSelector matches (a required resource) and the models on
     each (function/cluster/peers.py) as candidates; None until Crossplane has listed them.
     `spread_by` gives each its spread value (function/cluster/spread.py); models `mine` (a
     fleet's own placements) hold nothing against it; `reachable` says why a cluster that
-    could run the model still cannot take it."""
+    could run the model still cannot take it; `created_on(cluster)` is when the model there
+    was created, which ranks it among the models there (default: the claim's own time)."""
     assert spec.cluster_selector is not None
     out.requirements[PLACEMENT_REQUIREMENT] = {
         "apiVersion": CLUSTER_API_VERSION,
@@ -81,7 +83,6 @@ def gather(
     everyone = inputs.required.get(peers.REQUIREMENT) or []
     if mine is not None:
         everyone = [xr for xr in everyone if not (isinstance(xr, dict) and mine(xr))]
-    created = created_at(inputs)
     facts, _ = model_facts(spec, inputs, Outcome())  # the plan's own call reports on the facts
     engine = engine_settings(spec)
     candidates = []
@@ -95,6 +96,7 @@ def gather(
             candidates.append(placement.Candidate(name, problem=problem, spread_value=value))
             continue
         others = grouped.get(name, [])
+        created = created_on(name) if created_on is not None else created_at(inputs)
         try:
             # What would refuse the model there: where it may deploy, names taken behind
             # that cluster's router.

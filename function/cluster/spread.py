@@ -70,7 +70,12 @@ def spread(
             lost.append(why)
             stuck.append((name, why))
             continue
-        if c.spread_value is None or c.spread_value in used_values:
+        if c.spread_value is None:
+            why = f"{name} has no value of the spread key now"
+            lost.append(why)
+            stuck.append((name, why))
+            continue
+        if c.spread_value in used_values:
             lost.append(f"{name} shares {c.spread_value} with another placement")
             continue
         if len(placed) == asked:
@@ -94,12 +99,11 @@ def spread(
     # Where no other cluster can take a placement whose cluster can no longer run it (but
     # still matches), it stays and says why, as one placement does.
     for name, why in stuck:
-        c = by_name[name]
-        if len(placed) < asked and c.spread_value is not None and c.spread_value not in used_values:
-            placed.append(
-                Placed(name, c.spread_value, True, f"{why}; no other cluster can, it stays")
-            )
-            used_values.add(c.spread_value)
+        value = by_name[name].spread_value
+        if len(placed) < asked and value not in used_values:
+            placed.append(Placed(name, value or "", True, f"{why}; no other cluster can, it stays"))
+            if value is not None:
+                used_values.add(value)
     missing = None
     if len(placed) < asked:
         short = asked - len(placed)

@@ -20,9 +20,9 @@ from function.status import observed_count
 # What spreads a claim over clusters: the placements themselves never carry it.
 FLEET_FIELDS = ("clusterSelector", "placement", "globalEndpoint", "spillover")
 # The claim a placement belongs to (a label value: the claim's name, or a digest of a longer
-# one); Crossplane's own `crossplane.io/composite` label names it too.
+# one), for people and selectors; the function knows its own placements by what Crossplane
+# observed it compose, never by a label.
 FLEET_LABEL = "inference.devopstoolkit.ai/fleet"
-COMPOSITE_LABEL = "crossplane.io/composite"
 KEY_PREFIX = "placement-"
 
 
@@ -57,14 +57,13 @@ def manifest(claim: str, namespace: str, params: Mapping[str, Any], cluster: str
     }
 
 
-def of_fleet(xr: Mapping[str, Any], claim: str) -> bool:
-    """Whether the LLMInference `xr` is a placement of `claim` (its GPUs are the fleet's own)."""
-    labels = dig(xr, "metadata", "labels") or {}
-    return (
-        isinstance(labels, dict)
-        and labels.get(FLEET_LABEL) == label_value(claim)
-        and labels.get(COMPOSITE_LABEL) == claim
-    )
+def observed_names(observed: Mapping[str, Any]) -> set[str]:
+    """The LLMInferences Crossplane observed this claim compose: its own placements."""
+    return {
+        str(dig(o, "metadata", "name"))
+        for k, o in observed.items()
+        if k.startswith(KEY_PREFIX) and isinstance(o, Mapping)
+    }
 
 
 def current(observed: Mapping[str, Any], published: Any) -> list[str]:
@@ -84,6 +83,12 @@ def current(observed: Mapping[str, Any], published: Any) -> list[str]:
     )
     rank = {c: i for i, c in enumerate(order) if isinstance(c, str)}
     return sorted(clusters, key=lambda c: (rank.get(c, len(rank)), c))
+
+
+def created(child: Mapping[str, Any] | None) -> str:
+    """A placement's creation time; "" (after every other model) before it exists."""
+    value = dig(child, "metadata", "creationTimestamp")
+    return value if isinstance(value, str) else ""
 
 
 def serving(child: Mapping[str, Any] | None) -> tuple[bool, int]:

@@ -24,7 +24,7 @@ from function.cluster.placement import RULE, claim_hash
 from function.cluster.target import Target, dig
 from function.fleet import children, route
 from function.fleet.gateway import Gateway, find_gateway
-from function.outcome import Condition, Inputs, Outcome, condition_true, keep_observed
+from function.outcome import Condition, Inputs, Outcome, condition_true
 from function.policy import ownership
 from function.policy.names import behind_router
 from function.policy.secrets import secret_problem
@@ -37,6 +37,8 @@ GATEWAY_USAGE = "usage-global-endpoint-cluster"
 BACKEND_PREFIX = "global-backend-"
 SPILLOVER_PREFIX = "global-spillover-"
 SECRET_PREFIX = "secret-spillover-"
+# The Secrets a spillover endpoint's key may come from: only those their owner marked.
+SPILLOVER_KEY_LABEL = "inference.devopstoolkit.ai/spillover-key"
 
 
 def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
@@ -44,11 +46,13 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     assert fleet is not None
     params = dig(inputs.xr, "spec", "parameters") or {}
     everyone = inputs.required.get("llminferences") or []
-    # A placement's name may not be another claim's.
+    # Its own placements are those Crossplane observed it compose (never a label, which any
+    # claim of the namespace could forge); a placement's name may not be another claim's.
+    mine = children.observed_names(inputs.observed)
     foreign = {
-        str(dig(xr, "metadata", "name"))
+        name
         for xr in everyone
-        if isinstance(xr, dict) and not children.of_fleet(xr, spec.name)
+        if isinstance(xr, dict) and (name := str(dig(xr, "metadata", "name"))) not in mine
     }
 
     def reach(as_ref: LLMSpec, target: Target) -> str | None:
@@ -64,14 +68,14 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
         url = placement_endpoint(as_ref, target)
         if url is None:
             return (
-                "the global gateway needs the model's URL there: a public host, the model's "
-                f"{P}.ingressHost or the cluster's router (apps.vllm.endpoint.host)"
+                "the global gateway reaches a placement through its cluster's router, and the "
+                "model would not be behind it there (backend llmd, or an apiKeySecretRef, which "
+                "the router cannot list models with)"
             )
         if url_host(url) is None and target.cluster != fleet.gateway_cluster:
             return (
                 f"its endpoint {url} is in-cluster only, out of reach of the global Gateway on "
-                f"{fleet.gateway_cluster}: set apps.vllm.endpoint.host on {target.cluster} or "
-                f"{P}.ingressHost"
+                f"{fleet.gateway_cluster}: set apps.vllm.endpoint.host on {target.cluster}"
             )
         return None
 
@@ -80,44 +84,30 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
         inputs,
         out,
         fleet.spread_by,
-        mine=lambda xr: children.of_fleet(xr, spec.name),
+        mine=lambda xr: dig(xr, "metadata", "name") in mine,
         reachable=reach,
+        # A placement is judged on its cluster by its own creation time (a new one, by none:
+        # after every model there), as its own function will judge it.
+        created_on=lambda cluster: children.created(inputs.observed.get(children.key(cluster))),
     )
     if gathered is None:
         out.xr_ready = False
         return
     published = dig(inputs.xr, "status", "placement", "placements")
+    current = children.current(inputs.observed, published)
     decision = spreading.spread(
-        gathered.candidates,
-        gathered.size,
-        gathered.low,
-        fleet.clusters,
-        children.current(inputs.observed, published),
+        gathered.candidates, gathered.size, gathered.low, fleet.clusters, current
     )
-    if not decision.placed and any(k.startswith(children.KEY_PREFIX) for k in inputs.observed):
-        # No cluster can take any placement now: what runs is kept, as for one placement.
-        keep_observed(inputs, out)
-        out.placement = {
-            "spreadBy": fleet.spread_by,
-            "asked": fleet.clusters,
-            "placed": 0,
-            "summary": f"0/{fleet.clusters}",
-            "missing": decision.missing,
-            "candidates": [
-                v.as_status()
-                for v in spreading.explain(
-                    decision,
-                    gathered.candidates,
-                    gathered.size,
-                    gathered.size.why_not,
-                    gathered.low,
-                )
-            ],
-        }
-        placement_condition(spec, decision, out)
-        out.status = {"placement": out.placement}
-        out.xr_ready = False
-        return
+    nowhere = not decision.placed and bool(current)
+    if nowhere:
+        # No cluster can take any placement now: what runs stays (as for one placement), and
+        # the route keeps following what each reports.
+        values = {c.name: c.spread_value for c in gathered.candidates}
+        decision = spreading.Spread(
+            tuple(spreading.Placed(c, values.get(c) or "", True, KEPT) for c in current),
+            decision.asked,
+            decision.missing,
+        )
     by_name = {str(dig(c, "metadata", "name")): c for c in gathered.found}
     rows = []
     for p in decision.placed:
@@ -155,7 +145,7 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     if decision.missing:
         placement["missing"] = decision.missing
     out.placement = placement
-    placement_condition(spec, decision, out)
+    placement_condition(spec, decision, out, nowhere)
     serving_now = sum(1 for r in rows if r["serving"])
     out.conditions.append(
         Condition(
@@ -194,17 +184,23 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     out.xr_ready = serving_now > 0 and route_ready
 
 
-def placement_condition(spec: LLMSpec, decision: spreading.Spread, out: Outcome) -> None:
+KEPT = "no cluster can take a placement now; what runs stays"
+
+
+def placement_condition(
+    spec: LLMSpec, decision: spreading.Spread, out: Outcome, nowhere: bool = False
+) -> None:
     selector = selector_text(spec)
     where = ", ".join(f"{p.cluster} ({p.spread_value})" for p in decision.placed)
-    if not decision.placed:
+    if not decision.placed or nowhere:
+        kept = f"; what runs stays ({where})" if nowhere else ""
         out.conditions.append(
             Condition(
                 "Placement",
                 "False",
                 "NoCluster",
-                f"{spec.cluster_field} ({selector}): {decision.missing}; status.placement says "
-                "why for each cluster",
+                f"{spec.cluster_field} ({selector}): {decision.missing}{kept}; status.placement "
+                "says why for each cluster",
             )
         )
     elif decision.missing:
@@ -261,7 +257,7 @@ def global_route(
         url = row.get("endpoint")
         if not isinstance(url, str) or route.split_url(url) is None:
             continue
-        name = kube.dns_label(f"{spec.name}-{row['cluster']}")
+        name = kube.dns_label(f"{spec.name}-at-{row['cluster']}")
         place(
             spec,
             gateway,
@@ -368,6 +364,17 @@ def spillover_key(
     problem = secret_problem(ref, field, found[0], target)
     if problem:
         raise SpecError(field, ref.name, problem)
+    labels = dig(found[0], "metadata", "labels") or {}
+    if not isinstance(labels, dict) or labels.get(SPILLOVER_KEY_LABEL) != "true":
+        raise SpecError(
+            field,
+            ref.name,
+            f"{field}: Secret {spec.namespace}/{ref.name} is not labelled "
+            f'{SPILLOVER_KEY_LABEL}: "true"; the gateway sends this key to '
+            f"{spec.fleet.spillover[i].host} with every request, so only a Secret its owner "
+            "marked for that is used (kubectl label secret "
+            f"{ref.name} {SPILLOVER_KEY_LABEL}=true)",
+        )
     copy = kube.dns_label(f"{spec.name}-spillover-{i}-key")
     secret, refs = resources.copied_secret(
         name=copy,

@@ -7,8 +7,9 @@ from its CRDs, vendored in schemas/agentgateway).
   name (agentgateway's `hostRewrite` defaults to `Auto` for hostname backends), which the
   remote cluster's Ingress routes by.
 - One `AgentgatewayBackend` per spillover endpoint: an `ai` backend with the `openai`
-  provider at that host, port and base path, the model rewritten to the endpoint's name, and
-  the key from a Secret (`policies.auth.secretRef`, the key named there), never inline.
+  provider at that host, port and base path, the model of chat completions and embeddings
+  rewritten to the endpoint's name (other paths pass through), and the key from a Secret
+  (`policies.auth.secretRef`, the key named there), never inline.
 - One `HTTPRoute` on the global Gateway: the path `/<namespace>/<name>` (rewritten to `/`) to
   every backend, weighted. Gateway API: a backend of weight 0 gets no request, and a route
   whose backends all weigh 0 answers 500.
@@ -31,6 +32,16 @@ from function.spec_fleet import Spillover
 BACKEND_API = "agentgateway.dev/v1alpha1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 RETRY = {"attempts": 2, "codes": [502, 503, 504], "backoff": "250ms"}
+# How an `ai` backend reads each request (path suffix -> type). Without routes agentgateway
+# parses every request as a chat completion and sends it to `<pathPrefix>/chat/completions`,
+# so `/v1/models` would fail (v1.4.1 crates/agentgateway/src/llm/mod.rs, proxy/httpproxy.rs).
+# Chat completions and embeddings are parsed (their model rewritten); everything else passes
+# through to the same path under pathPrefix, with the key.
+AI_ROUTES = {
+    "/v1/chat/completions": "Completions",
+    "/v1/embeddings": "Embeddings",
+    "*": "Passthrough",
+}
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,10 @@ def spillover_backend(
     }
     if spill.path:
         provider["pathPrefix"] = spill.path
-    policies: dict[str, Any] = {"auth": {"secretRef": {"name": secret, "key": spill.secret.key}}}
+    policies: dict[str, Any] = {
+        "auth": {"secretRef": {"name": secret, "key": spill.secret.key}},
+        "ai": {"routes": dict(AI_ROUTES)},
+    }
     if spill.tls:
         policies["tls"] = {"sni": spill.host}
     return {

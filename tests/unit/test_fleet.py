@@ -25,7 +25,11 @@ KEY = {
     "apiVersion": "v1",
     "kind": "Secret",
     "type": "Opaque",
-    "metadata": {"name": "together-api-key", "namespace": NS},
+    "metadata": {
+        "name": "together-api-key",
+        "namespace": NS,
+        "labels": {"inference.devopstoolkit.ai/spillover-key": "true"},
+    },
     "data": {"api-key": "c2VjcmV0"},
 }
 SPILL = {
@@ -49,7 +53,6 @@ def claim(**params: Any) -> dict[str, Any]:
 def child(cluster: str, serving: bool, ready: int) -> dict[str, Any]:
     """A placement as Crossplane observes it once its function has run."""
     obj = children.manifest("qwen-7b", NS, CLAIM["spec"]["parameters"], cluster)
-    obj["metadata"]["labels"][children.COMPOSITE_LABEL] = "qwen-7b"
     obj["status"] = {
         "conditions": [
             {"type": "Ready", "status": "True" if serving else "False"},
@@ -101,34 +104,34 @@ WEIGHT_CASES = [
     WeightCase(
         "nothing observed yet: every placement weighs 0",
         {},
-        {"qwen-7b-inference-aws": 0, "qwen-7b-inference-google": 0},
+        {"qwen-7b-at-inference-aws": 0, "qwen-7b-at-inference-google": 0},
     ),
     WeightCase(
         "each serving placement weighs its ready replicas",
         {"inference-aws": (True, 2), "inference-google": (True, 1)},
-        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 1},
+        {"qwen-7b-at-inference-aws": 2, "qwen-7b-at-inference-google": 1},
     ),
     WeightCase(
         "a placement that does not serve weighs 0, whatever its replicas said",
         {"inference-aws": (True, 2), "inference-google": (False, 1)},
-        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 0},
+        {"qwen-7b-at-inference-aws": 2, "qwen-7b-at-inference-google": 0},
     ),
     WeightCase(
         "spillover of weight 0 takes nothing while a placement serves",
         {"inference-aws": (True, 1), "inference-google": (False, 0)},
-        {"qwen-7b-inference-aws": 1, "qwen-7b-inference-google": 0, "qwen-7b-spillover-0": 0},
+        {"qwen-7b-at-inference-aws": 1, "qwen-7b-at-inference-google": 0, "qwen-7b-spillover-0": 0},
         [SPILL],
     ),
     WeightCase(
         "spillover of weight 0 takes everything while no placement serves",
         {"inference-aws": (False, 0), "inference-google": (False, 0)},
-        {"qwen-7b-inference-aws": 0, "qwen-7b-inference-google": 0, "qwen-7b-spillover-0": 1},
+        {"qwen-7b-at-inference-aws": 0, "qwen-7b-at-inference-google": 0, "qwen-7b-spillover-0": 1},
         [SPILL],
     ),
     WeightCase(
         "a weighted spillover always shares, in units of one ready replica",
         {"inference-aws": (True, 2), "inference-google": (True, 2)},
-        {"qwen-7b-inference-aws": 2, "qwen-7b-inference-google": 2, "qwen-7b-spillover-0": 1},
+        {"qwen-7b-at-inference-aws": 2, "qwen-7b-at-inference-google": 2, "qwen-7b-spillover-0": 1},
         [{**SPILL, "weight": 1}],
     ),
 ]
@@ -143,7 +146,9 @@ def test_route_weights_follow_serving(case: WeightCase) -> None:
     assert out.fatal is None, out.fatal
     assert weights(out) == case.expected
     rows = {r["cluster"]: r["weight"] for r in out.status["placement"]["placements"]}
-    assert rows == {k: case.expected[f"qwen-7b-{k}"] for k in ("inference-aws", "inference-google")}
+    assert rows == {
+        k: case.expected[f"qwen-7b-at-{k}"] for k in ("inference-aws", "inference-google")
+    }
     serving = sum(1 for s, _ in case.serving.values() if s)
     assert condition(out, "Serving").status == ("True" if serving else "False")
     assert out.status["replicas"] == {"ready": sum(n for _, n in case.serving.values())}
@@ -218,7 +223,7 @@ def test_losing_a_cluster_moves_only_its_placement() -> None:
     assert condition(after, "Placement").reason == "TooFewClusters"
     assert after.status["placement"]["summary"] == "1/2"
     assert "1 of 2 placements missing" in after.status["placement"]["missing"]
-    assert weights(after) == {"qwen-7b-inference-aws": 1}
+    assert weights(after) == {"qwen-7b-at-inference-aws": 1}
 
 
 def test_its_own_placements_hold_no_gpus_against_it() -> None:
@@ -291,20 +296,29 @@ def test_a_cluster_credential_is_never_a_spillover_key(secret: str, key: str, ty
 # --- refusals name the field ---------------------------------------------------------------
 
 HOSTILE = [
-    ("metadata endpoint", {"spillover": [{**SPILL, "url": "http://169.254.169.254/v1"}]},
+    ("metadata endpoint", {"spillover": [{**SPILL, "url": "https://169.254.169.254/v1"}]},
      "spec.parameters.spillover[0].url: 169.254.169.254 is not a public DNS name"),
-    ("in-cluster Service", {"spillover": [{**SPILL, "url": "http://vault.vault.svc.cluster.local"}]},
+    ("in-cluster Service", {"spillover": [{**SPILL, "url": "https://vault.vault.svc.cluster.local"}]},
      "spec.parameters.spillover[0].url: vault.vault.svc.cluster.local is not a public DNS name"),
-    ("single-label name", {"spillover": [{**SPILL, "url": "http://kubernetes/v1"}]},
+    ("single-label name", {"spillover": [{**SPILL, "url": "https://kubernetes/v1"}]},
      "spec.parameters.spillover[0].url: kubernetes is not a public DNS name"),
-    ("localhost", {"spillover": [{**SPILL, "url": "http://localhost:8080"}]},
+    ("localhost", {"spillover": [{**SPILL, "url": "https://localhost:8080"}]},
      "spec.parameters.spillover[0].url: localhost is not a public DNS name"),
-    ("IPv6 literal", {"spillover": [{**SPILL, "url": "http://[::1]:80/v1"}]},
+    ("IPv6 literal", {"spillover": [{**SPILL, "url": "https://[::1]:80/v1"}]},
      "spec.parameters.spillover[0].url: ::1 is not a public DNS name"),
     ("credentials in the URL", {"spillover": [{**SPILL, "url": "https://k:s@api.together.xyz"}]},
      "spec.parameters.spillover[0].url: 'https://k:s@api.together.xyz' carries credentials"),
     ("not http", {"spillover": [{**SPILL, "url": "file:///etc/passwd"}]},
-     "spec.parameters.spillover[0].url: 'file:///etc/passwd' is not an http(s) URL"),
+     "spec.parameters.spillover[0].url: 'file:///etc/passwd' is not an https URL"),
+    ("plain http would send the key in clear", {"spillover": [{**SPILL, "url": "http://api.together.xyz/v1"}]},
+     "spec.parameters.spillover[0].url: 'http://api.together.xyz/v1' is not an https URL"),
+    ("a namespace's Service by its search-list name",
+     {"spillover": [{**SPILL, "url": "https://qwen.b-team/v1"}]},
+     "spec.parameters.spillover[0].url: qwen.b-team is not a public DNS name"),
+    ("an API key beside the global endpoint", {"apiKeySecretRef": {"name": "k"}},
+     "spec.parameters.apiKeySecretRef and spec.parameters.globalEndpoint are exclusive"),
+    ("ingressHost beside the global endpoint", {"ingressHost": "metadata.google.internal.nip.io"},
+     "spec.parameters.ingressHost and spec.parameters.globalEndpoint are exclusive"),
     ("no key reference", {"spillover": [{"url": "https://api.together.xyz/v1"}]},
      "spec.parameters.spillover[0].apiKeySecretRef is required"),
     ("a key name no Secret has", {"spillover": [{**SPILL, "apiKeySecretRef": {"name": "A/B"}}]},
@@ -384,7 +398,14 @@ def test_when_no_cluster_can_take_any_placement_what_runs_is_kept() -> None:
     assert out.fatal is None
     assert "placement-inference-aws" in out.resources  # kept, not deleted
     assert condition(out, "Placement").reason == "NoCluster"
-    assert out.status["placement"]["summary"] == "0/2"
+    assert out.status["placement"]["placements"][0]["cluster"] == "inference-aws"
+    assert "2 of 2 placements missing" in out.status["placement"]["missing"]
+    # The route still follows what the kept placement reports: serving, then not.
+    assert weights(out) == {"qwen-7b-at-inference-aws": 1}
+    observed[children.key("inference-aws")] = child("inference-aws", False, 0)
+    assert weights(run(claim(), observed, [*world, KEY])) == {"qwen-7b-at-inference-aws": 0}
+    spilled = run(claim(spillover=[SPILL]), observed, [*world, KEY])
+    assert weights(spilled) == {"qwen-7b-at-inference-aws": 0, "qwen-7b-spillover-0": 1}
 
 
 @pytest.mark.parametrize(
@@ -408,3 +429,49 @@ def test_ready_when_a_placement_serves_through_the_route(
     out = run(claim(), observed)
     assert out.xr_ready is expected
     assert condition(out, "GlobalEndpoint").reason == ("Routed" if route_ready else "Creating")
+
+
+def test_a_spillover_key_must_be_marked_for_it() -> None:
+    unmarked = {**KEY, "metadata": {"name": "together-api-key", "namespace": NS}}
+    out = run(claim(spillover=[SPILL]), world=[*STATE, unmarked])
+    assert out.fatal is not None
+    assert out.fatal.startswith(
+        "spec.parameters.spillover[0].apiKeySecretRef: Secret a-team/together-api-key is not "
+        'labelled inference.devopstoolkit.ai/spillover-key: "true"'
+    )
+    assert out.resources == {}
+
+
+def test_a_forged_fleet_label_does_not_hide_another_claims_gpus() -> None:
+    """Another claim of the namespace labelled as if it were this fleet's placement still
+    holds its GPUs, and its name is still refused as a placement's: the fleet knows its own
+    placements by what Crossplane observed it compose."""
+    forged = child("inference-google", True, 3)
+    forged["metadata"]["labels"]["crossplane.io/composite"] = "qwen-7b"
+    forged["status"]["replicas"]["max"] = 3  # all three L4s of the GKE cluster
+    out = run(claim(), world=[*STATE, KEY, forged])
+    reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
+    assert "another claim's name" in reasons["inference-google"]
+    assert "placement-inference-google" not in out.resources
+
+
+def test_a_new_placement_comes_after_the_models_already_on_its_cluster() -> None:
+    """Created after the fleet but before its placement there, a model holding the GKE
+    cluster's three L4s keeps them: the placement would be judged by its own (later) time, so
+    the fleet does not choose that cluster."""
+    other = copy.deepcopy(CLAIM)
+    other["metadata"] = {
+        "name": "other",
+        "namespace": NS,
+        "creationTimestamp": "2026-07-01T00:00:00Z",  # after the claim (2026-06-01)
+    }
+    other["spec"]["parameters"] = {
+        "model": "Qwen/Qwen3-0.6B",
+        "clusterRef": {"name": "inference-google"},
+        "replicas": 3,
+    }
+    other["spec"]["parameters"]["gpu"] = 1  # not running yet: what it asks for counts
+    out = run(claim(), world=[*STATE, KEY, other])
+    reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
+    assert reasons["inference-google"] == "needs 1 GPUs (1 x 1), 0 of 3 free"
+    assert "placement-inference-google" not in out.resources
