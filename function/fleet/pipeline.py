@@ -174,7 +174,11 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
             )
             endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
         else:
+            # The gateway's cluster cannot be read now (not Ready, gone, its app off): what
+            # was routed stays, as a model on a missing cluster stays, and says why.
+            kept = keep_route(inputs, out)
             route_ready = False
+            endpoint = dig(inputs.xr, "status", "endpoint") if kept else None
     out.status = {
         "placement": placement,
         # Every placement's ready replicas: `kubectl get llm` shows them for the claim.
@@ -217,6 +221,20 @@ def placement_condition(
         out.conditions.append(
             Condition("Placement", "True", "Placed", f"{selector}: runs on {where}")
         )
+
+
+ROUTED = ("global-", SECRET_PREFIX, GATEWAY_USAGE)
+
+
+def keep_route(inputs: Inputs, out: Outcome) -> bool:
+    """Keep the route's objects as Crossplane observed them; whether there were any."""
+    kept = False
+    for key, obj in inputs.observed.items():
+        if key.startswith(ROUTED):
+            out.resources[key] = kube.desired_from_observed(obj)
+            out.ready[key] = False
+            kept = True
+    return kept
 
 
 def placement_endpoint(spec: LLMSpec, target: Target) -> str | None:

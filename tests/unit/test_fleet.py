@@ -475,3 +475,34 @@ def test_a_new_placement_comes_after_the_models_already_on_its_cluster() -> None
     reasons = {c["name"]: c["reason"] for c in out.status["placement"]["candidates"]}
     assert reasons["inference-google"] == "needs 1 GPUs (1 x 1), 0 of 3 free"
     assert "placement-inference-google" not in out.resources
+
+
+@pytest.mark.parametrize(
+    "gateway",
+    [
+        "not Ready",
+        "gone",
+    ],
+)
+def test_a_gateway_cluster_out_of_reach_keeps_the_route(gateway: str) -> None:
+    """The route, its backends, policy and Usage stay while the gateway's cluster cannot be
+    read, as placements stay through a moment not Ready; the claim says why."""
+    observed = {children.key("inference-aws"): child("inference-aws", True, 1)}
+    first = run(claim(), observed)
+    for k, v in first.resources.items():
+        if not k.startswith(children.KEY_PREFIX):
+            observed[k] = ready(v)
+    xr = claim()
+    xr["status"] = {"endpoint": first.status["endpoint"]}
+    if gateway == "gone":
+        world = [d for d in STATE if d is not GATEWAY_CLUSTER]
+    else:
+        down = copy.deepcopy(GATEWAY_CLUSTER)
+        down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        world = [d for d in STATE if d is not GATEWAY_CLUSTER] + [down]
+    out = run(xr, observed, [*world, KEY])
+    routed = {k for k in first.resources if not k.startswith(children.KEY_PREFIX)}
+    assert routed <= set(out.resources), routed - set(out.resources)
+    assert out.status["endpoint"] == first.status["endpoint"]
+    assert condition(out, "GlobalEndpoint").status in ("False", "Unknown")
+    assert out.xr_ready is False
