@@ -19,7 +19,7 @@ Figures are printed, not asserted: compare them run to run on the same machine.
 - placement: a fleet filled by clusterSelector, 1,000 models over 200 clusters (issue 14).
 - placement-spread: 1,000 models x 3 placements (one per region) over 200 clusters (issue 26).
 - suite: the pytest suite, once.
-The last lines print the speed targets (issues 11 and 14), each with what was measured and
+The last lines print the speed targets (issues 11, 14 and 26), each with what was measured and
 met / NOT MET.
 Latency is timed with nothing else on; peak allocation is traced over separate calls.
 """
@@ -540,6 +540,26 @@ def _fleet(
     _print("function-peers", "  first reconcile (whole namespace)", m)
 
 
+def _fleet(nodes: int, regions: int | None = None) -> list[Any]:
+    """200 InferenceClusters as placement sees them: every GPU type and node size of
+    limits.yaml, pools of `nodes` x 1-4 nodes, in `regions` regions (none: no spread value)."""
+    from function.cluster import placement
+    from function.limits import GPU_TYPES
+
+    shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
+    return [
+        placement.Candidate(
+            f"cluster-{i:03d}",
+            gpu_type=shapes[i % len(shapes)][0],
+            memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
+            per_node=shapes[i % len(shapes)][1],
+            pool=shapes[i % len(shapes)][1] * nodes * (1 + i % 4),
+            spread_value=f"region-{i % regions:02d}" if regions else None,
+        )
+        for i in range(200)
+    ]
+
+
 def bench_placement(runs: int) -> None:
     """1,000 models placed one after another over 200 InferenceClusters (every GPU type and
     node size of limits.yaml, pools of 1-4 nodes), each taking GPUs from the cluster it
@@ -547,21 +567,10 @@ def bench_placement(runs: int) -> None:
     GPU (catalog models, in turn). Pure Python, in process; the best of `runs`."""
     from function.cluster import placement
     from function.cluster.place import sizer as _sizer
-    from function.limits import GPU_TYPES
     from function.model import catalog_lookup
     from function.spec import LLMSpec
 
-    shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
-    clusters = [
-        placement.Candidate(
-            f"cluster-{i:03d}",
-            gpu_type=shapes[i % len(shapes)][0],
-            memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
-            per_node=shapes[i % len(shapes)][1],
-            pool=shapes[i % len(shapes)][1] * (1 + i % 4),
-        )
-        for i in range(200)
-    ]
+    clusters = _fleet(nodes=1)
     by_name = {c.name: c for c in clusters}
     ids = catalog_lookup.catalog_ids()
 
@@ -605,24 +614,12 @@ def bench_spread(runs: int) -> None:
     (a full fleet would make the later models cheap), each placement taking GPUs from its
     cluster: function/cluster/spread.py with the function's own sizing. Pure Python, in
     process; the best of `runs`."""
-    from function.cluster import placement, spread
+    from function.cluster import spread
     from function.cluster.place import sizer as _sizer
-    from function.limits import GPU_TYPES
     from function.model import catalog_lookup
     from function.spec import LLMSpec
 
-    shapes = [(t, n) for t in GPU_TYPES for n in (1, 2, 4, 8)]
-    clusters = [
-        placement.Candidate(
-            f"cluster-{i:03d}",
-            gpu_type=shapes[i % len(shapes)][0],
-            memory_gib=GPU_TYPES[shapes[i % len(shapes)][0]].memory_gib,
-            per_node=shapes[i % len(shapes)][1],
-            pool=shapes[i % len(shapes)][1] * 4 * (1 + i % 4),
-            spread_value=f"region-{i % 20:02d}",
-        )
-        for i in range(200)
-    ]
+    clusters = _fleet(nodes=4, regions=20)
     by_name = {c.name: c for c in clusters}
     ids = catalog_lookup.catalog_ids()
 
@@ -696,7 +693,7 @@ def _one_claim_placed(clusters: list[Any]) -> float:
 def _print_targets() -> None:
     if not TARGETS:
         return
-    print("\nspeed targets (issues 11 and 14)")
+    print("\nspeed targets (issues 11, 14 and 26)")
     for what, measured, limit, unit in TARGETS:
         verdict = "met" if measured <= limit else "NOT MET"
         print(f"  {what:<52} {measured:8.2f}{unit:<9} target <= {limit:g}{unit:<9} {verdict}")

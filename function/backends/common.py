@@ -16,7 +16,7 @@ from function.model.facts import hf_token_ref
 from function.outcome import Inputs, Outcome
 from function.plan import scaling, storage
 from function.policy import ownership
-from function.policy.secrets import Secrets, secret_problem
+from function.policy.secrets import Secrets, fetch_copyable
 from function.spec import LLMSpec, P, SpecError
 
 
@@ -43,25 +43,18 @@ def copy_secrets(
         placed[kind] = None
         if ref is None:
             continue
-        requirement = f"secret-{kind}"
-        out.requirements[requirement] = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "matchName": ref.name,
-            "namespace": spec.namespace,
-        }
-        if requirement not in inputs.required:
-            continue  # Crossplane fetches it and calls again
-        found = inputs.required[requirement]
-        if not found:
-            out.warnings.append(
-                f"{fields[kind]}: Secret {spec.namespace}/{ref.name} does not exist; create it "
-                f"with the key {ref.key!r} (the engine cannot start without it)"
-            )
+        found = fetch_copyable(
+            ref,
+            fields[kind],
+            f"secret-{kind}",
+            spec.namespace,
+            target,
+            inputs,
+            out,
+            "the engine cannot start without it",
+        )
+        if found is None:
             continue
-        problem = secret_problem(ref, fields[kind], found[0], target)
-        if problem:
-            raise SpecError(fields[kind], ref.name, problem)
         copy_name = kube.dns_label(f"{spec.name}-{kind}")
         secret, refs = resources.copied_secret(
             name=copy_name,

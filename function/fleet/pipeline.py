@@ -27,7 +27,7 @@ from function.fleet.gateway import Gateway, find_gateway
 from function.outcome import Condition, Inputs, Outcome, condition_true
 from function.policy import ownership
 from function.policy.names import behind_router
-from function.policy.secrets import secret_problem
+from function.policy.secrets import fetch_copyable
 from function.policy.tenancy import url_host
 from function.spec import LLMSpec, P, SpecError
 
@@ -364,25 +364,19 @@ def spillover_key(
     ref = spec.fleet.spillover[i].secret
     field = f"{P}.spillover[{i}].apiKeySecretRef"
     requirement = f"{SECRET_PREFIX}{i}"
-    out.requirements[requirement] = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "matchName": ref.name,
-        "namespace": spec.namespace,
-    }
-    if requirement not in inputs.required:
+    found = fetch_copyable(
+        ref,
+        field,
+        requirement,
+        spec.namespace,
+        target,
+        inputs,
+        out,
+        "the spillover endpoint is left out of the route until then",
+    )
+    if found is None:
         return None
-    found = inputs.required[requirement]
-    if not found:
-        out.warnings.append(
-            f"{field}: Secret {spec.namespace}/{ref.name} does not exist; create it with the key "
-            f"{ref.key!r} (the spillover endpoint is left out of the route until then)"
-        )
-        return None
-    problem = secret_problem(ref, field, found[0], target)
-    if problem:
-        raise SpecError(field, ref.name, problem)
-    labels = dig(found[0], "metadata", "labels") or {}
+    labels = dig(found, "metadata", "labels") or {}
     if not isinstance(labels, dict) or labels.get(SPILLOVER_KEY_LABEL) != "true":
         raise SpecError(
             field,

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.cluster.target import Target
-from function.spec import SecretRef
+from function.outcome import Inputs, Outcome
+from function.spec import SecretRef, SpecError
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,37 @@ def secret_problem(ref: SecretRef, field: str, found: dict[str, Any], target: Ta
     if ref.key not in data:
         return f"{field}: {where} has no key {ref.key!r}; set {field}.key to one it has"
     return None
+
+
+def fetch_copyable(
+    ref: SecretRef,
+    field: str,
+    requirement: str,
+    namespace: str,
+    target: Target,
+    inputs: Inputs,
+    out: Outcome,
+    without: str,
+) -> dict[str, Any] | None:
+    """The Secret `ref` of the claim's `namespace`, asked of Crossplane as `requirement`, once
+    fetched and fit to copy to `target` (a SpecError naming `field` otherwise); None while it
+    is being fetched, or missing (a warning says what goes `without` it)."""
+    out.requirements[requirement] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "matchName": ref.name,
+        "namespace": namespace,
+    }
+    if requirement not in inputs.required:
+        return None  # Crossplane fetches it and calls again
+    found = inputs.required[requirement]
+    if not found:
+        out.warnings.append(
+            f"{field}: Secret {namespace}/{ref.name} does not exist; create it with the key "
+            f"{ref.key!r} ({without})"
+        )
+        return None
+    problem = secret_problem(ref, field, found[0], target)
+    if problem:
+        raise SpecError(field, ref.name, problem)
+    return found[0]
