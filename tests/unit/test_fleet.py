@@ -506,3 +506,17 @@ def test_a_gateway_cluster_out_of_reach_keeps_the_route(gateway: str) -> None:
     assert out.status["endpoint"] == first.status["endpoint"]
     assert condition(out, "GlobalEndpoint").status in ("False", "Unknown")
     assert out.xr_ready is False
+
+
+@pytest.mark.parametrize("first", ["inference-google", "inference-aws"])
+def test_asking_for_fewer_keeps_the_first_placed(first: str) -> None:
+    """The order placements were made in is status.placement.placements': asked for one
+    fewer, the claim keeps the first placed, whichever name sorts first."""
+    clusters = ["inference-aws", "inference-google"]
+    observed = {children.key(c): child(c, True, 1) for c in clusters}
+    xr = claim(placement={"clusters": 1})
+    order = [first, *(c for c in clusters if c != first)]
+    xr["status"] = {"placement": {"placements": [{"cluster": c} for c in order]}}
+    out = run(xr, observed)
+    placed = [k for k in out.resources if k.startswith(children.KEY_PREFIX)]
+    assert placed == [children.key(first)]
