@@ -67,6 +67,8 @@ class Fleet:
     spread_by: str = SPREAD_BY_REGION
     gateway_cluster: str | None = None
     spillover: tuple[Spillover, ...] = ()
+    # The key clients must send to the global endpoint (globalEndpoint.apiKeySecretRef).
+    gateway_key: SecretRef | None = None
 
 
 def parse_fleet(params: dict, has_selector: bool) -> Fleet | None:
@@ -139,7 +141,13 @@ def parse_fleet(params: dict, has_selector: bool) -> Fleet | None:
             spill,
             f"{P}.spillover is a backend of the global route: set {P}.globalEndpoint",
         )
-    return Fleet(clusters, spread_by, gateway, _spillover(spill, str(params.get("model") or "")))
+    return Fleet(
+        clusters,
+        spread_by,
+        gateway,
+        _spillover(spill, str(params.get("model") or "")),
+        _gateway_key(endpoint),
+    )
 
 
 def _gateway_cluster(endpoint: object) -> str | None:
@@ -156,6 +164,13 @@ def _gateway_cluster(endpoint: object) -> str | None:
             "apps.globalEndpoint, in this namespace)",
         )
     return name
+
+
+def _gateway_key(endpoint: object) -> SecretRef | None:
+    ref = endpoint.get("apiKeySecretRef") if isinstance(endpoint, dict) else None
+    if ref is None:
+        return None
+    return _key({"apiKeySecretRef": ref}, f"{P}.globalEndpoint")
 
 
 def _spillover(value: object, model: str) -> tuple[Spillover, ...]:
@@ -205,9 +220,8 @@ def _key(item: dict, here: str) -> SecretRef:
         raise SpecError(
             f,
             ref,
-            f"{f} is required: the Secret in this namespace holding the endpoint's API key "
-            f"({{name, key}}, key defaults to {DEFAULT_SPILLOVER_KEY}); a key is never written "
-            "inline",
+            f"{f} is required: the Secret in this namespace holding the API key ({{name, key}}, "
+            f"key defaults to {DEFAULT_SPILLOVER_KEY}); a key is never written inline",
         )
     name = ref.get("name")
     if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):

@@ -37,6 +37,7 @@ GATEWAY_USAGE = "usage-global-endpoint-cluster"
 BACKEND_PREFIX = "global-backend-"
 SPILLOVER_PREFIX = "global-spillover-"
 SECRET_PREFIX = "secret-spillover-"
+GATEWAY_KEY = "global-client-key"
 # The Secrets a spillover endpoint's key may come from: only those their owner marked.
 SPILLOVER_KEY_LABEL = "inference.devopstoolkit.ai/spillover-key"
 
@@ -307,6 +308,22 @@ def global_route(
         out.placement["spillover"] = spill_rows
     route_name = kube.dns_label(spec.name)
     path = f"/{spec.namespace}/{spec.name}"
+    keys = None
+    if spec.fleet.gateway_key is not None:
+        keys = gateway_key(spec, gateway, target, inputs, out)
+        if keys is None:
+            # Fail closed: no route without the key that guards it.
+            out.conditions.append(
+                Condition(
+                    "GlobalEndpoint",
+                    "False",
+                    "WaitingForKey",
+                    f"{P}.globalEndpoint.apiKeySecretRef: the route is composed once Secret "
+                    f"{spec.namespace}/{spec.fleet.gateway_key.name} (key "
+                    f"{spec.fleet.gateway_key.key!r}) can be copied to {gateway.cluster}",
+                )
+            )
+            return gateway.endpoint + path, False
     place(
         spec,
         gateway,
@@ -325,8 +342,12 @@ def global_route(
         spec,
         gateway,
         POLICY,
-        route.retry_policy(
-            name=route_name, namespace=gateway.namespace, model=spec.model, route=route_name
+        route.route_policy(
+            name=route_name,
+            namespace=gateway.namespace,
+            model=spec.model,
+            route=route_name,
+            keys=keys,
         ),
         out,
     )
@@ -352,6 +373,38 @@ def global_route(
         )
     )
     return gateway.endpoint + path, ready
+
+
+def gateway_key(
+    spec: LLMSpec, gateway: Gateway, target: Target, inputs: Inputs, out: Outcome
+) -> str | None:
+    """The copy of the global endpoint's client key on the gateway's cluster (one key of an
+    Opaque Secret in the claim's namespace, never a cluster's credentials), which the route's
+    policy checks every request against; None until it can be copied."""
+    assert spec.fleet is not None and spec.fleet.gateway_key is not None
+    ref = spec.fleet.gateway_key
+    found = fetch_copyable(
+        ref,
+        f"{P}.globalEndpoint.apiKeySecretRef",
+        GATEWAY_KEY,
+        spec.namespace,
+        target,
+        inputs,
+        out,
+        "the global route is left out until then: it is never open",
+    )
+    if found is None:
+        return None
+    copy = kube.dns_label(f"{spec.name}-global-key")
+    secret, refs = resources.copied_secret(
+        name=copy,
+        namespace=gateway.namespace,
+        key=ref.key,
+        source_name=ref.name,
+        source_namespace=spec.namespace,
+    )
+    place(spec, gateway, GATEWAY_KEY, secret, out, references=refs)
+    return copy
 
 
 def spillover_key(

@@ -13,7 +13,8 @@ from its CRDs, vendored in schemas/agentgateway).
 - One `HTTPRoute` on the global Gateway: the path `/<namespace>/<name>` (rewritten to `/`) to
   every backend, weighted. Gateway API: a backend of weight 0 gets no request, and a route
   whose backends all weigh 0 answers 500.
-- One `AgentgatewayPolicy` on the route: retries on 502, 503 and 504. agentgateway chooses the
+- One `AgentgatewayPolicy` on the route: retries on 502, 503 and 504, and with
+  `globalEndpoint.apiKeySecretRef` the key every request must carry. agentgateway chooses the
   route's backend once per request, before its retry loop (v1.4.1 crates/agentgateway/src/
   proxy/httpproxy.rs `select_backend`), so a retry reaches the same placement: failover
   between placements is the weights' job, which follow each placement's Serving status.
@@ -178,8 +179,16 @@ def http_route(
     }
 
 
-def retry_policy(*, name: str, namespace: str, model: str, route: str) -> dict[str, Any]:
-    """Retries of a request that a placement answered 502, 503 or 504."""
+def route_policy(
+    *, name: str, namespace: str, model: str, route: str, keys: str | None = None
+) -> dict[str, Any]:
+    """Retries of a request that a placement answered 502, 503 or 504; with `keys` (a Secret
+    beside the policy whose every entry is one API key, as agentgateway v1.4.1 reads a
+    `secretRef`: controller/pkg/agentgateway/plugins/traffic_plugin.go), a request without
+    one of them (`Authorization: Bearer <key>`) is refused before it reaches any backend."""
+    traffic: dict[str, Any] = {"retry": dict(RETRY)}
+    if keys is not None:
+        traffic["apiKeyAuthentication"] = {"mode": "Strict", "secretRef": {"name": keys}}
     return {
         "apiVersion": BACKEND_API,
         "kind": "AgentgatewayPolicy",
@@ -188,6 +197,6 @@ def retry_policy(*, name: str, namespace: str, model: str, route: str) -> dict[s
             "targetRefs": [
                 {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}
             ],
-            "traffic": {"retry": dict(RETRY)},
+            "traffic": traffic,
         },
     }

@@ -520,3 +520,65 @@ def test_asking_for_fewer_keeps_the_first_placed(first: str) -> None:
     out = run(xr, observed)
     placed = [k for k in out.resources if k.startswith(children.KEY_PREFIX)]
     assert placed == [children.key(first)]
+
+
+CLIENT_KEY = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "type": "Opaque",
+    "metadata": {"name": "qwen-clients", "namespace": NS},
+    "data": {"api-key": "Y2xpZW50"},
+}
+
+
+def test_the_global_endpoint_checks_a_client_key() -> None:
+    """With globalEndpoint.apiKeySecretRef the route's policy refuses a request without the
+    key (agentgateway's apiKeyAuthentication), the key copied by reference; every object
+    still validates against its CRD."""
+    from dot_inference.apiserver import validate_objects
+
+    endpoint = {
+        "clusterRef": {"name": "control-plane"},
+        "apiKeySecretRef": {"name": "qwen-clients"},
+    }
+    out = run(claim(globalEndpoint=endpoint), world=[*STATE, KEY, CLIENT_KEY])
+    assert out.fatal is None, out.fatal
+    policy = out.resources[POLICY]["spec"]["forProvider"]["manifest"]["spec"]["traffic"]
+    assert policy["apiKeyAuthentication"] == {
+        "mode": "Strict",
+        "secretRef": {"name": "qwen-7b-global-key"},
+    }
+    copy_ = out.resources["global-client-key"]
+    assert "data" not in copy_["spec"]["forProvider"]["manifest"]
+    assert copy_["spec"]["references"][0]["patchesFrom"]["name"] == "qwen-clients"
+    composed = [
+        {**o, "metadata": {**o.get("metadata", {}), "namespace": NS}}
+        for o in out.resources.values()
+    ]
+    report = validate_objects(composed)
+    assert report.invalid == [] and report.no_schema == [], (report.invalid, report.no_schema)
+
+
+def test_no_route_is_open_while_its_client_key_is_missing() -> None:
+    endpoint = {
+        "clusterRef": {"name": "control-plane"},
+        "apiKeySecretRef": {"name": "qwen-clients"},
+    }
+    out = run(claim(globalEndpoint=endpoint), world=[*STATE, KEY])
+    assert ROUTE not in out.resources and POLICY not in out.resources
+    got = condition(out, "GlobalEndpoint")
+    assert (got.status, got.reason) == ("False", "WaitingForKey")
+    assert "placement-inference-aws" in out.resources  # the placements run meanwhile
+    assert out.xr_ready is False
+
+
+def test_a_cluster_credential_is_never_the_client_key() -> None:
+    stolen = {**KEY, "metadata": {"name": "gcp-creds", "namespace": NS}, "data": {"creds": "e30="}}
+    endpoint = {
+        "clusterRef": {"name": "control-plane"},
+        "apiKeySecretRef": {"name": "gcp-creds", "key": "creds"},
+    }
+    out = run(claim(globalEndpoint=endpoint), world=[*STATE, stolen])
+    assert out.fatal is not None
+    assert out.fatal.startswith("spec.parameters.globalEndpoint.apiKeySecretRef:")
+    assert "never copied" in out.fatal
