@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND, dig
-from function.outcome import Condition, Inputs, Outcome, condition_true
+from function.outcome import Condition, Inputs, Outcome
 from function.policy import tenancy
 from function.spec import LLMSpec, P
 
@@ -64,9 +64,9 @@ def find_gateway(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Gateway | None:
             f"enabled: true on {ref}",
         )
     pc = dig(status, "modelsProviderConfig", "name") or status.get("providerConfigName")
-    if not all(isinstance(v, str) and v for v in (gw_name, gw_ns, endpoint, pc)) or not (
-        condition_true(cluster)
-    ):
+    # A moment not Ready changes nothing (as for placements): the route keeps following the
+    # placements as long as the cluster has published its Gateway.
+    if not all(isinstance(v, str) and v for v in (gw_name, gw_ns, endpoint, pc)):
         out.conditions.append(
             Condition(
                 "GlobalEndpoint",
@@ -102,6 +102,12 @@ def find_gateway(spec: LLMSpec, inputs: Inputs, out: Outcome) -> Gateway | None:
         if isinstance(credentials, list)
         else (),
     )
+
+
+# Why there is no Gateway, when the route stays as it is meanwhile: the cluster is being
+# looked up, gone for now, or has not published its Gateway. Not when the platform took it
+# away (the app off, the namespace no longer allowed): that is honoured.
+KEEP = ("Resolving", "NotFound", "GatewayNotReady")
 
 
 def _missing(out: Outcome, reason: str, message: str) -> None:

@@ -13,17 +13,19 @@ route, its backends and the spillover keys' copies, through that cluster's Provi
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from typing import Any
 
 from function import kube
 from function.backends import resources
+from function.backends.common import no_takeover
 from function.cluster import spread as spreading
 from function.cluster.place import gather, selector_text
 from function.cluster.placement import RULE, claim_hash
 from function.cluster.target import Target, dig
 from function.fleet import children, route
-from function.fleet.gateway import Gateway, find_gateway
+from function.fleet.gateway import KEEP, Gateway, find_gateway
 from function.outcome import Condition, Inputs, Outcome, condition_true
 from function.policy import ownership
 from function.policy.names import behind_router
@@ -38,8 +40,9 @@ BACKEND_PREFIX = "global-backend-"
 SPILLOVER_PREFIX = "global-spillover-"
 SECRET_PREFIX = "secret-spillover-"
 GATEWAY_KEY = "global-client-key"
-# The Secrets a spillover endpoint's key may come from: only those their owner marked.
-SPILLOVER_KEY_LABEL = "inference.devopstoolkit.ai/spillover-key"
+# The Secrets the global gateway may use (spillover keys, the client key): only those their
+# owner marked.
+GATEWAY_KEY_LABEL = "inference.devopstoolkit.ai/gateway-key"
 
 
 def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
@@ -159,6 +162,7 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     )
     endpoint = None
     route_ready = True
+    where = Target(provider_config=None, namespace=spec.namespace)
     if fleet.gateway_cluster is not None:
         gateway = find_gateway(spec, inputs, out)
         if gateway is not None:
@@ -174,10 +178,13 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
                 gateway, credential_secrets=(*gateway.credential_secrets, *sorted(held))
             )
             endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
+            where = Target(gateway.provider_config, gateway.namespace, cluster=gateway.cluster)
         else:
-            # The gateway's cluster cannot be read now (not Ready, gone, its app off): what
-            # was routed stays, as a model on a missing cluster stays, and says why.
-            kept = keep_route(inputs, out)
+            # The gateway's cluster is being looked up or gone for now: what was routed
+            # stays, as a model on a missing cluster stays, and says why. Taken away by the
+            # platform (the app off, the namespace no longer allowed): it goes.
+            why = next((c.reason for c in out.conditions if c.type == "GlobalEndpoint"), "")
+            kept = why in KEEP and keep_route(inputs, out)
             route_ready = False
             endpoint = dig(inputs.xr, "status", "endpoint") if kept else None
     out.status = {
@@ -187,6 +194,10 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
         **({"endpoint": endpoint} if endpoint else {}),
     }
     out.xr_ready = serving_now > 0 and route_ready
+    # Nothing it composes takes over an object that exists and is not its own: a placement's
+    # LLMInference or a Usage on the control plane, anything on the gateway's cluster (its
+    # Objects start observe-only until the provider has looked).
+    no_takeover(spec, where, inputs, out)
 
 
 KEPT = "no cluster can take a placement now; what runs stays"
@@ -261,9 +272,12 @@ def predicted(spec: LLMSpec, cluster: str, found: dict[str, dict[str, Any]]) -> 
 
 def global_route(
     spec: LLMSpec, gateway: Gateway, rows: list[dict[str, Any]], inputs: Inputs, out: Outcome
-) -> tuple[str, bool]:
-    """The route, its backends, the spillover keys' copies and a Usage of the gateway's
-    cluster; the URL and whether everything is ready there."""
+) -> tuple[str | None, bool]:
+    """The route, its backends and policy, the keys' copies and a Usage of the gateway's
+    cluster; the URL (None while there is no route) and whether everything is ready there.
+    Every key ends with the gateway's suffix (its ProviderConfig and namespace): naming
+    another gateway composes new objects there and deletes these through their own
+    ProviderConfig, instead of re-pointing them and leaving the old route behind."""
     assert spec.fleet is not None
     target = Target(
         provider_config=gateway.provider_config,
@@ -271,6 +285,7 @@ def global_route(
         cluster=gateway.cluster,
         credential_secrets=gateway.credential_secrets,
     )
+    sfx = target.suffix
     legs: list[route.Leg] = []
     for row in rows:
         url = row.get("endpoint")
@@ -280,7 +295,7 @@ def global_route(
         place(
             spec,
             gateway,
-            BACKEND_PREFIX + row["cluster"],
+            BACKEND_PREFIX + row["cluster"] + sfx,
             route.static_backend(name=name, namespace=gateway.namespace, model=spec.model, url=url),
             out,
         )
@@ -297,7 +312,7 @@ def global_route(
         place(
             spec,
             gateway,
-            f"{SPILLOVER_PREFIX}{i}",
+            f"{SPILLOVER_PREFIX}{i}{sfx}",
             route.spillover_backend(
                 name=name, namespace=gateway.namespace, model=spec.model, spill=spill, secret=secret
             ),
@@ -306,61 +321,36 @@ def global_route(
         legs.append(route.Leg(name, weight, url=spill.url))
     if spill_rows and out.placement is not None:
         out.placement["spillover"] = spill_rows
-    route_name = kube.dns_label(spec.name)
-    path = f"/{spec.namespace}/{spec.name}"
-    keys = None
-    if spec.fleet.gateway_key is not None:
-        keys = gateway_key(spec, gateway, target, inputs, out)
-        if keys is None:
-            # Fail closed: no route without the key that guards it.
-            out.conditions.append(
-                Condition(
-                    "GlobalEndpoint",
-                    "False",
-                    "WaitingForKey",
-                    f"{P}.globalEndpoint.apiKeySecretRef: the route is composed once Secret "
-                    f"{spec.namespace}/{spec.fleet.gateway_key.name} (key "
-                    f"{spec.fleet.gateway_key.key!r}) can be copied to {gateway.cluster}",
-                )
-            )
-            return gateway.endpoint + path, False
-    place(
-        spec,
-        gateway,
-        ROUTE,
-        route.http_route(
-            name=route_name,
-            namespace=gateway.namespace,
-            model=spec.model,
-            gateway=gateway.gateway,
-            path=path,
-            legs=legs,
-        ),
-        out,
-    )
-    place(
-        spec,
-        gateway,
-        POLICY,
-        route.route_policy(
-            name=route_name,
-            namespace=gateway.namespace,
-            model=spec.model,
-            route=route_name,
-            keys=keys,
-        ),
-        out,
-    )
     out.resources[GATEWAY_USAGE] = resources.cluster_usage(
         name=kube.dns_label(f"{spec.name}-uses-{gateway.cluster}"),
         cluster=gateway.cluster,
         model_claim=spec.name,
     )
     out.ready[GATEWAY_USAGE] = True
+    route_name = kube.dns_label(spec.name)
+    path = f"/{spec.namespace}/{spec.name}"
+    guarded = guard(spec, gateway, target, route_name, inputs, out)
+    if guarded is not None:
+        place(
+            spec,
+            gateway,
+            ROUTE + sfx,
+            route.http_route(
+                name=route_name,
+                namespace=gateway.namespace,
+                model=spec.model,
+                gateway=gateway.gateway,
+                path=path,
+                legs=legs,
+            ),
+            out,
+        )
     routed = [k for k in out.resources if k.startswith(("global-", SECRET_PREFIX))]
     for k in routed:
         out.ready[k] = condition_true(inputs.observed.get(k))
-    ready = all(out.ready[k] for k in routed)
+    ready = guarded is not None and all(out.ready[k] for k in routed)
+    if guarded is None:
+        return None, False  # guard() said why
     weights_text = ", ".join(f"{leg.cluster or leg.url}={leg.weight}" for leg in legs)
     out.conditions.append(
         Condition(
@@ -369,10 +359,56 @@ def global_route(
             "Routed" if ready else "Creating",
             f"HTTPRoute {gateway.namespace}/{route_name} on {gateway.gateway[1]}/"
             f"{gateway.gateway[0]} (InferenceCluster {gateway.cluster}), weights "
-            f"{weights_text or 'none'}" + ("" if ready else "; waiting for its objects there"),
+            f"{weights_text or 'none'}"
+            + (f", clients need {guarded}" if guarded else "")
+            + ("" if ready else "; waiting for its objects there"),
         )
     )
     return gateway.endpoint + path, ready
+
+
+def guard(
+    spec: LLMSpec, gateway: Gateway, target: Target, route_name: str, inputs: Inputs, out: Outcome
+) -> str | None:
+    """The route's policy (retries; with globalEndpoint.apiKeySecretRef, the client key), and
+    whether the route may be composed: "" (no key asked), the key's description (the key and
+    its policy are in place there), or None (not yet: the condition says why; a route that
+    was composed before is dropped, its policy and key kept, so it is never open)."""
+    assert spec.fleet is not None
+    sfx = target.suffix
+    policy = dict(name=route_name, namespace=gateway.namespace, model=spec.model, route=route_name)
+    ref = spec.fleet.gateway_key
+    if ref is None:
+        place(spec, gateway, POLICY + sfx, route.route_policy(**policy), out)
+        return ""
+    keys = gateway_key(spec, gateway, target, inputs, out)
+    field = f"{P}.globalEndpoint.apiKeySecretRef"
+    if keys is None:
+        for key in (POLICY + sfx, GATEWAY_KEY + sfx):
+            if key in inputs.observed:
+                out.resources[key] = kube.desired_from_observed(inputs.observed[key])
+        why = (
+            f"{field}: the route is composed once Secret {spec.namespace}/{ref.name} (key "
+            f"{ref.key!r}) is copied to {gateway.cluster}; it is never open"
+        )
+        out.conditions.append(Condition("GlobalEndpoint", "False", "WaitingForKey", why))
+        return None
+    place(spec, gateway, POLICY + sfx, route.route_policy(**policy, keys=keys), out)
+    if not (
+        condition_true(inputs.observed.get(POLICY + sfx))
+        and condition_true(inputs.observed.get(GATEWAY_KEY + sfx))
+    ):
+        out.conditions.append(
+            Condition(
+                "GlobalEndpoint",
+                "False",
+                "WaitingForKey",
+                f"{field}: the route follows once its key and the policy that checks it are in "
+                f"place on {gateway.cluster}; it is never open",
+            )
+        )
+        return None
+    return "the key of Secret " + f"{spec.namespace}/{ref.name}"
 
 
 def gateway_key(
@@ -383,9 +419,10 @@ def gateway_key(
     policy checks every request against; None until it can be copied."""
     assert spec.fleet is not None and spec.fleet.gateway_key is not None
     ref = spec.fleet.gateway_key
+    field = f"{P}.globalEndpoint.apiKeySecretRef"
     found = fetch_copyable(
         ref,
-        f"{P}.globalEndpoint.apiKeySecretRef",
+        field,
         GATEWAY_KEY,
         spec.namespace,
         target,
@@ -395,7 +432,29 @@ def gateway_key(
     )
     if found is None:
         return None
+    marked(spec, ref, found, field, "the global gateway checks clients against it")
+    raw = dig(found, "data", ref.key)
+    value = ""
+    if isinstance(raw, str):
+        try:
+            value = base64.b64decode(raw, validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            value = "\0"
+    if not value or value != value.strip() or value.startswith("{"):
+        # agentgateway v1.4.1 compares the raw value (a trailing newline from `echo` or
+        # --from-file never matches) and reads one starting with `{` as JSON
+        # (controller/pkg/agentgateway/plugins/traffic_plugin.go).
+        raise SpecError(
+            field,
+            ref.name,
+            f"{field}: the key {ref.key!r} of Secret {spec.namespace}/{ref.name} is empty, "
+            "starts or ends with whitespace (a newline from echo or --from-file) or starts "
+            "with {, which the gateway would never match; recreate it with "
+            "--from-literal=<key>=<value>",
+        )
     copy = kube.dns_label(f"{spec.name}-global-key")
+    if copy == ref.name:
+        raise SpecError(field, ref.name, same_name(field, spec, ref.name))
     secret, refs = resources.copied_secret(
         name=copy,
         namespace=gateway.namespace,
@@ -403,8 +462,28 @@ def gateway_key(
         source_name=ref.name,
         source_namespace=spec.namespace,
     )
-    place(spec, gateway, GATEWAY_KEY, secret, out, references=refs)
+    place(spec, gateway, GATEWAY_KEY + target.suffix, secret, out, references=refs)
     return copy
+
+
+def marked(spec: LLMSpec, ref: Any, found: dict[str, Any], field: str, use: str) -> None:
+    """A Secret the global gateway uses must be marked for it by its owner."""
+    labels = dig(found, "metadata", "labels") or {}
+    if not isinstance(labels, dict) or labels.get(GATEWAY_KEY_LABEL) != "true":
+        raise SpecError(
+            field,
+            ref.name,
+            f"{field}: Secret {spec.namespace}/{ref.name} is not labelled "
+            f'{GATEWAY_KEY_LABEL}: "true"; {use}, so only a Secret its owner marked for the '
+            f"gateway is used (kubectl label secret {ref.name} {GATEWAY_KEY_LABEL}=true)",
+        )
+
+
+def same_name(field: str, spec: LLMSpec, name: str) -> str:
+    return (
+        f"{field}: Secret {spec.namespace}/{name} has the name of the copy the claim makes of "
+        "it on the gateway's cluster, which would be the Secret itself; rename the Secret"
+    )
 
 
 def spillover_key(
@@ -429,18 +508,16 @@ def spillover_key(
     )
     if found is None:
         return None
-    labels = dig(found, "metadata", "labels") or {}
-    if not isinstance(labels, dict) or labels.get(SPILLOVER_KEY_LABEL) != "true":
-        raise SpecError(
-            field,
-            ref.name,
-            f"{field}: Secret {spec.namespace}/{ref.name} is not labelled "
-            f'{SPILLOVER_KEY_LABEL}: "true"; the gateway sends this key to '
-            f"{spec.fleet.spillover[i].host} with every request, so only a Secret its owner "
-            "marked for that is used (kubectl label secret "
-            f"{ref.name} {SPILLOVER_KEY_LABEL}=true)",
-        )
+    marked(
+        spec,
+        ref,
+        found,
+        field,
+        f"the gateway sends it to {spec.fleet.spillover[i].host} with every request",
+    )
     copy = kube.dns_label(f"{spec.name}-spillover-{i}-key")
+    if copy == ref.name:
+        raise SpecError(field, ref.name, same_name(field, spec, ref.name))
     secret, refs = resources.copied_secret(
         name=copy,
         namespace=gateway.namespace,
@@ -448,7 +525,7 @@ def spillover_key(
         source_name=ref.name,
         source_namespace=spec.namespace,
     )
-    place(spec, gateway, requirement, secret, out, references=refs)
+    place(spec, gateway, requirement + target.suffix, secret, out, references=refs)
     return copy
 
 

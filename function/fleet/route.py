@@ -7,8 +7,8 @@ from its CRDs, vendored in schemas/agentgateway).
   name (agentgateway's `hostRewrite` defaults to `Auto` for hostname backends), which the
   remote cluster's Ingress routes by.
 - One `AgentgatewayBackend` per spillover endpoint: an `ai` backend with the `openai`
-  provider at that host, port and base path, the model of chat completions and embeddings
-  rewritten to the endpoint's name (other paths pass through), and the key from a Secret
+  provider at that host, port and base path, chat completions and embeddings only (their
+  model rewritten to the endpoint's name; nothing passes through), and the key from a Secret
   (`policies.auth.secretRef`, the key named there), never inline.
 - One `HTTPRoute` on the global Gateway: the path `/<namespace>/<name>` (rewritten to `/`) to
   every backend, weighted. Gateway API: a backend of weight 0 gets no request, and a route
@@ -33,15 +33,16 @@ from function.spec_fleet import Spillover
 BACKEND_API = "agentgateway.dev/v1alpha1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 RETRY = {"attempts": 2, "codes": [502, 503, 504], "backoff": "250ms"}
-# How an `ai` backend reads each request (path suffix -> type). Without routes agentgateway
-# parses every request as a chat completion and sends it to `<pathPrefix>/chat/completions`,
-# so `/v1/models` would fail (v1.4.1 crates/agentgateway/src/llm/mod.rs, proxy/httpproxy.rs).
-# Chat completions and embeddings are parsed (their model rewritten); everything else passes
-# through to the same path under pathPrefix, with the key.
+# How an `ai` backend reads each request (path suffix -> type; v1.4.1 crates/agentgateway/
+# src/llm/policy/mod.rs). Chat completions and embeddings are parsed, their model rewritten;
+# `/v1/models` is answered by the gateway, not the provider. Nothing passes through: a `*`
+# Passthrough would carry the tenant's provider key to any path of the provider's API
+# (files, batches, fine-tuning, DELETE included); an unmatched path is read as a chat
+# completion, which a request of another shape fails.
 AI_ROUTES = {
     "/v1/chat/completions": "Completions",
     "/v1/embeddings": "Embeddings",
-    "*": "Passthrough",
+    "/v1/models": "Models",
 }
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, load_yaml, settle
+from conftest import EXAMPLES, by_base, load_yaml, settle
 
 from function.cluster.spread import STAY
 from function.fleet import children
@@ -28,7 +28,7 @@ KEY = {
     "metadata": {
         "name": "together-api-key",
         "namespace": NS,
-        "labels": {"inference.devopstoolkit.ai/spillover-key": "true"},
+        "labels": {"inference.devopstoolkit.ai/gateway-key": "true"},
     },
     "data": {"api-key": "c2VjcmV0"},
 }
@@ -81,7 +81,7 @@ def run(
 
 
 def weights(out: Any) -> dict[str, int]:
-    rule = out.resources[ROUTE]["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]
+    rule = by_base(out.resources, ROUTE)["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]
     return {b["name"]: b["weight"] for b in rule["backendRefs"]}
 
 
@@ -158,7 +158,7 @@ def test_route_weights_follow_serving(case: WeightCase) -> None:
 def test_the_route_and_its_backends() -> None:
     out = run(claim(spillover=[SPILL]))
     assert out.status["endpoint"] == "http://models.a-team.example.com/a-team/qwen-7b"
-    route = out.resources[ROUTE]
+    route = by_base(out.resources, ROUTE)
     assert (
         route["spec"]["providerConfigRef"]["name"]
         == GATEWAY_CLUSTER["status"]["modelsProviderConfig"]["name"]
@@ -170,9 +170,9 @@ def test_the_route_and_its_backends() -> None:
         "type": "PathPrefix",
         "value": "/a-team/qwen-7b",
     }
-    aws = out.resources["global-backend-inference-aws"]["spec"]["forProvider"]["manifest"]
+    aws = by_base(out.resources, "global-backend-inference-aws")["spec"]["forProvider"]["manifest"]
     assert aws["spec"] == {"static": {"host": "llm.inference-aws.example.com", "port": 80}}
-    spill = out.resources["global-spillover-0"]["spec"]["forProvider"]["manifest"]["spec"]
+    spill = by_base(out.resources, "global-spillover-0")["spec"]["forProvider"]["manifest"]["spec"]
     assert spill["ai"]["provider"] == {
         "openai": {"model": "Qwen/Qwen2.5-7B-Instruct-Turbo"},
         "host": "api.together.xyz",
@@ -183,10 +183,10 @@ def test_the_route_and_its_backends() -> None:
     assert spill["policies"]["auth"] == {
         "secretRef": {"name": "qwen-7b-spillover-0-key", "key": "api-key"}
     }
-    copy_ = out.resources["secret-spillover-0"]
+    copy_ = by_base(out.resources, "secret-spillover-0")
     assert "data" not in copy_["spec"]["forProvider"]["manifest"]
     assert copy_["spec"]["references"][0]["patchesFrom"]["name"] == "together-api-key"
-    policy = out.resources[POLICY]["spec"]["forProvider"]["manifest"]
+    policy = by_base(out.resources, POLICY)["spec"]["forProvider"]["manifest"]
     assert policy["spec"]["targetRefs"][0] == {
         "group": "gateway.networking.k8s.io",
         "kind": "HTTPRoute",
@@ -264,13 +264,13 @@ def test_a_gateway_cluster_without_the_app_is_a_condition_not_a_crash() -> None:
     got = condition(out, "GlobalEndpoint")
     assert (got.status, got.reason) == ("False", "NoGateway")
     assert "spec.parameters.globalEndpoint.clusterRef.name" in got.message
-    assert ROUTE not in out.resources
+    assert not any(k.startswith(ROUTE) for k in out.resources)
     assert "placement-inference-aws" in out.resources  # the placements still run
 
 
 def test_a_missing_spillover_key_leaves_the_endpoint_out() -> None:
     out = run(claim(spillover=[SPILL]), world=list(STATE))
-    assert "global-spillover-0" not in out.resources
+    assert not any(k.startswith("global-spillover-0") for k in out.resources)
     assert any("Secret a-team/together-api-key does not exist" in w for w in out.warnings)
 
 
@@ -437,7 +437,7 @@ def test_a_spillover_key_must_be_marked_for_it() -> None:
     assert out.fatal is not None
     assert out.fatal.startswith(
         "spec.parameters.spillover[0].apiKeySecretRef: Secret a-team/together-api-key is not "
-        'labelled inference.devopstoolkit.ai/spillover-key: "true"'
+        'labelled inference.devopstoolkit.ai/gateway-key: "true"'
     )
     assert out.resources == {}
 
@@ -478,15 +478,12 @@ def test_a_new_placement_comes_after_the_models_already_on_its_cluster() -> None
 
 
 @pytest.mark.parametrize(
-    "gateway",
-    [
-        "not Ready",
-        "gone",
-    ],
+    ("gateway", "kept"),
+    [("gone", True), ("its app turned off", False)],
 )
-def test_a_gateway_cluster_out_of_reach_keeps_the_route(gateway: str) -> None:
-    """The route, its backends, policy and Usage stay while the gateway's cluster cannot be
-    read, as placements stay through a moment not Ready; the claim says why."""
+def test_a_gateway_cluster_out_of_reach_keeps_the_route(gateway: str, kept: bool) -> None:
+    """The route, its backends, policy and Usage stay while the gateway's cluster is gone for
+    now, as placements stay on a missing cluster; turned off by the platform, they go."""
     observed = {children.key("inference-aws"): child("inference-aws", True, 1)}
     first = run(claim(), observed)
     for k, v in first.resources.items():
@@ -494,18 +491,26 @@ def test_a_gateway_cluster_out_of_reach_keeps_the_route(gateway: str) -> None:
             observed[k] = ready(v)
     xr = claim()
     xr["status"] = {"endpoint": first.status["endpoint"]}
-    if gateway == "gone":
-        world = [d for d in STATE if d is not GATEWAY_CLUSTER]
-    else:
-        down = copy.deepcopy(GATEWAY_CLUSTER)
-        down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-        world = [d for d in STATE if d is not GATEWAY_CLUSTER] + [down]
+    world = [d for d in STATE if d is not GATEWAY_CLUSTER]
+    if gateway != "gone":
+        off = copy.deepcopy(GATEWAY_CLUSTER)
+        off["spec"]["parameters"]["apps"]["globalEndpoint"]["enabled"] = False
+        world.append(off)
     out = run(xr, observed, [*world, KEY])
     routed = {k for k in first.resources if not k.startswith(children.KEY_PREFIX)}
-    assert routed <= set(out.resources), routed - set(out.resources)
-    assert out.status["endpoint"] == first.status["endpoint"]
-    assert condition(out, "GlobalEndpoint").status in ("False", "Unknown")
+    assert (routed <= set(out.resources)) is kept, routed - set(out.resources)
+    assert ("endpoint" in out.status) is kept
+    assert condition(out, "GlobalEndpoint").status == "False"
     assert out.xr_ready is False
+
+
+def test_a_moment_not_ready_keeps_the_route_following_the_placements() -> None:
+    down = copy.deepcopy(GATEWAY_CLUSTER)
+    down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    world = [d for d in STATE if d is not GATEWAY_CLUSTER] + [down, KEY]
+    observed = {children.key("inference-aws"): child("inference-aws", True, 2)}
+    out = run(claim(), observed, world)
+    assert weights(out) == {"qwen-7b-at-inference-aws": 2, "qwen-7b-at-inference-google": 0}
 
 
 @pytest.mark.parametrize("first", ["inference-google", "inference-aws"])
@@ -526,7 +531,11 @@ CLIENT_KEY = {
     "apiVersion": "v1",
     "kind": "Secret",
     "type": "Opaque",
-    "metadata": {"name": "qwen-clients", "namespace": NS},
+    "metadata": {
+        "name": "qwen-clients",
+        "namespace": NS,
+        "labels": {"inference.devopstoolkit.ai/gateway-key": "true"},
+    },
     "data": {"api-key": "Y2xpZW50"},
 }
 
@@ -543,12 +552,12 @@ def test_the_global_endpoint_checks_a_client_key() -> None:
     }
     out = run(claim(globalEndpoint=endpoint), world=[*STATE, KEY, CLIENT_KEY])
     assert out.fatal is None, out.fatal
-    policy = out.resources[POLICY]["spec"]["forProvider"]["manifest"]["spec"]["traffic"]
+    policy = by_base(out.resources, POLICY)["spec"]["forProvider"]["manifest"]["spec"]["traffic"]
     assert policy["apiKeyAuthentication"] == {
         "mode": "Strict",
         "secretRef": {"name": "qwen-7b-global-key"},
     }
-    copy_ = out.resources["global-client-key"]
+    copy_ = by_base(out.resources, "global-client-key")
     assert "data" not in copy_["spec"]["forProvider"]["manifest"]
     assert copy_["spec"]["references"][0]["patchesFrom"]["name"] == "qwen-clients"
     composed = [
@@ -565,7 +574,7 @@ def test_no_route_is_open_while_its_client_key_is_missing() -> None:
         "apiKeySecretRef": {"name": "qwen-clients"},
     }
     out = run(claim(globalEndpoint=endpoint), world=[*STATE, KEY])
-    assert ROUTE not in out.resources and POLICY not in out.resources
+    assert not any(k.startswith((ROUTE, POLICY)) for k in out.resources)
     got = condition(out, "GlobalEndpoint")
     assert (got.status, got.reason) == ("False", "WaitingForKey")
     assert "placement-inference-aws" in out.resources  # the placements run meanwhile
@@ -582,3 +591,88 @@ def test_a_cluster_credential_is_never_the_client_key() -> None:
     assert out.fatal is not None
     assert out.fatal.startswith("spec.parameters.globalEndpoint.apiKeySecretRef:")
     assert "never copied" in out.fatal
+
+
+GUARDED = {"clusterRef": {"name": "control-plane"}, "apiKeySecretRef": {"name": "qwen-clients"}}
+
+
+def test_a_guarded_route_comes_only_after_its_key_and_policy() -> None:
+    """The HTTPRoute is composed only once the key's copy and the policy that checks it are
+    Ready there: the endpoint is never open, not even for a moment."""
+    observed: dict[str, Any] = {children.key("inference-aws"): child("inference-aws", True, 1)}
+    world = [*STATE, KEY, CLIENT_KEY]
+    first = run(claim(globalEndpoint=GUARDED), observed, world)
+    assert not any(k.startswith(ROUTE) for k in first.resources)
+    assert condition(first, "GlobalEndpoint").reason == "WaitingForKey"
+    assert "endpoint" not in first.status
+    for k, v in first.resources.items():
+        if k.startswith((POLICY, "global-client-key")):
+            observed[k] = ready(v)
+    then = run(claim(globalEndpoint=GUARDED), observed, world)
+    assert weights(then) == {"qwen-7b-at-inference-aws": 1, "qwen-7b-at-inference-google": 0}
+    # The key's Secret deleted: the route goes, its key and policy stay.
+    for k, v in then.resources.items():
+        observed[k] = ready(v)
+    gone = run(claim(globalEndpoint=GUARDED), observed, [*STATE, KEY])
+    assert not any(k.startswith(ROUTE) for k in gone.resources)
+    assert any(k.startswith(POLICY) for k in gone.resources)
+    assert any(k.startswith("global-client-key") for k in gone.resources)
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("c2VjcmV0Cg==", "a trailing newline (echo)"),
+        ("eyJrZXkiOiAieCJ9", "JSON"),
+        ("", "empty"),
+    ],
+)
+def test_a_client_key_the_gateway_would_never_match_is_refused(value: str, why: str) -> None:
+    bad = copy.deepcopy(CLIENT_KEY)
+    bad["data"] = {"api-key": value}
+    out = run(claim(globalEndpoint=GUARDED), world=[*STATE, KEY, bad])
+    assert out.fatal is not None, why
+    assert "which the gateway would never match" in out.fatal
+
+
+def test_a_key_named_like_its_copy_is_refused() -> None:
+    """On the control plane's own gateway the copy goes into the claim's namespace: a source
+    named like the copy would be taken over by it."""
+    same = copy.deepcopy(CLIENT_KEY)
+    same["metadata"]["name"] = "qwen-7b-global-key"
+    endpoint = {**GUARDED, "apiKeySecretRef": {"name": "qwen-7b-global-key"}}
+    out = run(claim(globalEndpoint=endpoint), world=[*STATE, KEY, same])
+    assert out.fatal is not None
+    assert "has the name of the copy the claim makes of it" in out.fatal
+
+
+def test_another_gateway_composes_new_objects_there() -> None:
+    """The keys carry the gateway's ProviderConfig: naming another gateway composes new
+    objects, and Crossplane deletes the old ones through their own ProviderConfig."""
+    other = copy.deepcopy(GATEWAY_CLUSTER)
+    other["metadata"]["name"] = "edge"
+    other["status"]["modelsProviderConfig"]["name"] = "edge-models"
+    first = run(claim())
+    moved = run(claim(globalEndpoint={"clusterRef": {"name": "edge"}}), world=[*STATE, other, KEY])
+    before = {k for k in first.resources if k.startswith("global-")}
+    after = {k for k in moved.resources if k.startswith("global-")}
+    assert before and after and not before & after
+
+
+def test_objects_on_the_gateway_start_observe_only() -> None:
+    """No takeover: each Object on the gateway's cluster only looks until the provider has
+    shown its object absent or this claim's (function/policy/ownership.py)."""
+    out = run(claim())
+    for k, v in out.resources.items():
+        if k.startswith("global-"):
+            assert v["spec"]["managementPolicies"] == ["Observe"], k
+
+
+def test_spillover_never_passes_through_to_the_providers_api() -> None:
+    out = run(claim(spillover=[SPILL]))
+    spec = by_base(out.resources, "global-spillover-0")["spec"]["forProvider"]["manifest"]["spec"]
+    assert spec["policies"]["ai"]["routes"] == {
+        "/v1/chat/completions": "Completions",
+        "/v1/embeddings": "Embeddings",
+        "/v1/models": "Models",
+    }
