@@ -414,25 +414,27 @@ def guard(
 def gateway_key(
     spec: LLMSpec, gateway: Gateway, target: Target, inputs: Inputs, out: Outcome
 ) -> str | None:
-    """The copy of the global endpoint's client key on the gateway's cluster (one key of an
-    Opaque Secret in the claim's namespace, never a cluster's credentials), which the route's
-    policy checks every request against; None until it can be copied."""
+    """The copy of the global endpoint's client key on the gateway's cluster, which the
+    route's policy checks every request against; None until it can be copied."""
     assert spec.fleet is not None and spec.fleet.gateway_key is not None
     ref = spec.fleet.gateway_key
     field = f"{P}.globalEndpoint.apiKeySecretRef"
-    found = fetch_copyable(
-        ref,
-        field,
-        GATEWAY_KEY,
-        spec.namespace,
+    copied = copy_to_gateway(
+        spec,
+        gateway,
         target,
-        inputs,
-        out,
-        "the global route is left out until then: it is never open",
+        ref,
+        field=field,
+        requirement=GATEWAY_KEY,
+        copy=kube.dns_label(f"{spec.name}-global-key"),
+        use="the global gateway checks clients against it",
+        without="the global route is left out until then: it is never open",
+        inputs=inputs,
+        out=out,
     )
-    if found is None:
+    if copied is None:
         return None
-    marked(spec, ref, found, field, "the global gateway checks clients against it")
+    copy, found = copied
     raw = dig(found, "data", ref.key)
     value = ""
     if isinstance(raw, str):
@@ -452,22 +454,53 @@ def gateway_key(
             "with {, which the gateway would never match; recreate it with "
             "--from-literal=<key>=<value>",
         )
-    copy = kube.dns_label(f"{spec.name}-global-key")
-    if copy == ref.name:
-        raise SpecError(field, ref.name, same_name(field, spec, ref.name))
-    secret, refs = resources.copied_secret(
-        name=copy,
-        namespace=gateway.namespace,
-        key=ref.key,
-        source_name=ref.name,
-        source_namespace=spec.namespace,
-    )
-    place(spec, gateway, GATEWAY_KEY + target.suffix, secret, out, references=refs)
     return copy
 
 
-def marked(spec: LLMSpec, ref: Any, found: dict[str, Any], field: str, use: str) -> None:
-    """A Secret the global gateway uses must be marked for it by its owner."""
+def spillover_key(
+    spec: LLMSpec, gateway: Gateway, target: Target, i: int, inputs: Inputs, out: Outcome
+) -> str | None:
+    """The copy of a spillover endpoint's key on the gateway's cluster; None until it can be
+    copied (the endpoint is left out of the route meanwhile)."""
+    assert spec.fleet is not None
+    copied = copy_to_gateway(
+        spec,
+        gateway,
+        target,
+        spec.fleet.spillover[i].secret,
+        field=f"{P}.spillover[{i}].apiKeySecretRef",
+        requirement=f"{SECRET_PREFIX}{i}",
+        copy=kube.dns_label(f"{spec.name}-spillover-{i}-key"),
+        use=f"the gateway sends it to {spec.fleet.spillover[i].host} with every request",
+        without="the spillover endpoint is left out of the route until then",
+        inputs=inputs,
+        out=out,
+    )
+    return copied[0] if copied is not None else None
+
+
+def copy_to_gateway(
+    spec: LLMSpec,
+    gateway: Gateway,
+    target: Target,
+    ref: Any,
+    *,
+    field: str,
+    requirement: str,
+    copy: str,
+    use: str,
+    without: str,
+    inputs: Inputs,
+    out: Outcome,
+) -> tuple[str, dict[str, Any]] | None:
+    """One key of the Secret `ref` (in the claim's namespace) copied by reference to the
+    gateway's cluster as `copy`: only an Opaque Secret its owner marked for the gateway, never
+    a cluster's credentials, never one named like its copy. The copy's name and the Secret
+    as fetched; None until Crossplane has fetched it (or while it is missing: a warning says
+    what goes `without` it)."""
+    found = fetch_copyable(ref, field, requirement, spec.namespace, target, inputs, out, without)
+    if found is None:
+        return None
     labels = dig(found, "metadata", "labels") or {}
     if not isinstance(labels, dict) or labels.get(GATEWAY_KEY_LABEL) != "true":
         raise SpecError(
@@ -477,47 +510,14 @@ def marked(spec: LLMSpec, ref: Any, found: dict[str, Any], field: str, use: str)
             f'{GATEWAY_KEY_LABEL}: "true"; {use}, so only a Secret its owner marked for the '
             f"gateway is used (kubectl label secret {ref.name} {GATEWAY_KEY_LABEL}=true)",
         )
-
-
-def same_name(field: str, spec: LLMSpec, name: str) -> str:
-    return (
-        f"{field}: Secret {spec.namespace}/{name} has the name of the copy the claim makes of "
-        "it on the gateway's cluster, which would be the Secret itself; rename the Secret"
-    )
-
-
-def spillover_key(
-    spec: LLMSpec, gateway: Gateway, target: Target, i: int, inputs: Inputs, out: Outcome
-) -> str | None:
-    """The copy of a spillover endpoint's key on the gateway's cluster (one key of an Opaque
-    Secret in the claim's namespace, never a cluster's credentials); None until Crossplane has
-    fetched the Secret (or when it is missing, with a warning)."""
-    assert spec.fleet is not None
-    ref = spec.fleet.spillover[i].secret
-    field = f"{P}.spillover[{i}].apiKeySecretRef"
-    requirement = f"{SECRET_PREFIX}{i}"
-    found = fetch_copyable(
-        ref,
-        field,
-        requirement,
-        spec.namespace,
-        target,
-        inputs,
-        out,
-        "the spillover endpoint is left out of the route until then",
-    )
-    if found is None:
-        return None
-    marked(
-        spec,
-        ref,
-        found,
-        field,
-        f"the gateway sends it to {spec.fleet.spillover[i].host} with every request",
-    )
-    copy = kube.dns_label(f"{spec.name}-spillover-{i}-key")
     if copy == ref.name:
-        raise SpecError(field, ref.name, same_name(field, spec, ref.name))
+        raise SpecError(
+            field,
+            ref.name,
+            f"{field}: Secret {spec.namespace}/{ref.name} has the name of the copy the claim "
+            "makes of it on the gateway's cluster, which would be the Secret itself; rename "
+            "the Secret",
+        )
     secret, refs = resources.copied_secret(
         name=copy,
         namespace=gateway.namespace,
@@ -526,7 +526,7 @@ def spillover_key(
         source_namespace=spec.namespace,
     )
     place(spec, gateway, requirement + target.suffix, secret, out, references=refs)
-    return copy
+    return copy, found
 
 
 def place(
