@@ -263,14 +263,12 @@ def test_vendor_command_reports_unknown_folders() -> None:
 # --------------------------------------------------------------------------- only what is used
 
 
-def _used_kinds() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+def _used_kinds() -> set[tuple[str, str]]:
     """(API group, kind) of everything the project renders, installs or validates: every
     example's composed objects (manifests inside Objects too), package/ and the function's
     package metadata, what install/ has the platform team apply, the end-to-end control
     plane (tests/e2e/setup: runtime.yaml, and the packages and ClusterProviderConfigs
-    manifests.py prints for every cloud), and the CRDs the InferenceCluster installs; and
-    (API group, resource) of what the RBAC it renders grants (the models' scoped identity
-    may manage exactly the kinds models compose on a cluster)."""
+    manifests.py prints for every cloud), and the CRDs the InferenceCluster installs."""
     pkg = documents.load_package(PACKAGE)
     objects: list[dict] = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
@@ -292,18 +290,10 @@ def _used_kinds() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     clouds = {"aws", "azure", "google"}
     objects += manifests.packages(clouds) + manifests.providerconfigs(clouds)
     kinds = set()
-    granted = set()
     for obj in objects:
         if obj.get("kind") == "Object":
             kinds.add((obj["apiVersion"].rpartition("/")[0], "Object"))
             obj = obj["spec"]["forProvider"]["manifest"]
-        if obj.get("kind") in ("ClusterRole", "Role"):
-            granted |= {
-                (g, r)
-                for rule in obj.get("rules") or []
-                for g in rule.get("apiGroups") or []
-                for r in rule.get("resources") or []
-            }
         if obj.get("kind") == "CustomResourceDefinition":
             kinds.add((obj["spec"]["group"], obj["spec"]["names"]["kind"]))
         kinds.add((str(obj.get("apiVersion", "")).rpartition("/")[0], str(obj.get("kind"))))
@@ -315,14 +305,13 @@ def _used_kinds() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
         for crd in crds if isinstance(crds, list) else []:
             if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
                 kinds.add((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
-    return kinds, granted
+    return kinds
 
 
 def test_every_vendored_crd_is_one_the_project_uses() -> None:
-    """Rendered, installed or validated; or a kind the RBAC the project renders lets models
-    manage (agentgateway's backends and policies: what a model composes on the cluster
-    holding the global endpoint, apps.globalEndpoint)."""
-    used, granted = _used_kinds()
+    """Rendered, installed or validated (agentgateway's backends and policies: what a model
+    spread over clusters composes on the global endpoint's cluster, llm-two-regions.yaml)."""
+    used = _used_kinds()
     unused = []
     for folder in FOLDERS:
         for rel in vendor.load(folder).files:
@@ -330,6 +319,6 @@ def test_every_vendored_crd_is_one_the_project_uses() -> None:
                 continue
             for crd in load_yaml(SCHEMAS / folder / rel):
                 key = (crd["spec"]["group"], crd["spec"]["names"]["kind"])
-                if key not in used and (key[0], crd["spec"]["names"]["plural"]) not in granted:
+                if key not in used:
                     unused.append(f"{folder}/{rel} ({key[1]})")
     assert not unused, f"vendored but never rendered, installed or validated: {unused}"
