@@ -20,6 +20,7 @@ from typing import Any
 from function import kube
 from function.backends import resources
 from function.backends.common import no_takeover
+from function.cluster import peers
 from function.cluster import spread as spreading
 from function.cluster.place import gather, selector_text
 from function.cluster.placement import RULE, claim_hash
@@ -34,7 +35,7 @@ from function.policy.tenancy import url_host
 from function.spec import LLMSpec, P, SpecError
 
 ROUTE = "global-route"
-POLICY = "global-retry-policy"
+POLICY = "global-policy"
 GATEWAY_USAGE = "usage-global-endpoint-cluster"
 BACKEND_PREFIX = "global-backend-"
 SPILLOVER_PREFIX = "global-spillover-"
@@ -49,7 +50,7 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     fleet = spec.fleet
     assert fleet is not None
     params = dig(inputs.xr, "spec", "parameters") or {}
-    everyone = inputs.required.get("llminferences") or []
+    everyone = inputs.required.get(peers.REQUIREMENT) or []
     # Its own placements are those Crossplane observed it compose (never a label, which any
     # claim of the namespace could forge); a placement's name may not be another claim's.
     mine = children.observed_names(inputs.observed)
