@@ -540,6 +540,26 @@ def _fleet(
     _print("function-peers", "  first reconcile (whole namespace)", m)
 
 
+def _model_sizes() -> Any:
+    """The i-th model of a filling fleet (the catalog's models in turn) as placement sizes
+    it: the function's own Sizer, one per model."""
+    from function.cluster.place import sizer
+    from function.model import catalog_lookup
+    from function.spec import LLMSpec
+
+    ids = catalog_lookup.catalog_ids()
+    sizers: dict[str, Any] = {}
+
+    def size_of(i: int) -> Any:
+        model = ids[i % len(ids)]
+        if model not in sizers:
+            spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
+            sizers[model] = sizer(spec, catalog_lookup.lookup(model), vllm_memory.EngineSettings())
+        return sizers[model]
+
+    return size_of
+
+
 def _fleet(nodes: int, regions: int | None = None) -> list[Any]:
     """200 InferenceClusters as placement sees them: every GPU type and node size of
     limits.yaml, pools of `nodes` x 1-4 nodes, in `regions` regions (none: no spread value)."""
@@ -566,27 +586,17 @@ def bench_placement(runs: int) -> None:
     lands on: function/cluster/placement.py with the function's own sizing of each model for each
     GPU (catalog models, in turn). Pure Python, in process; the best of `runs`."""
     from function.cluster import placement
-    from function.cluster.place import sizer as _sizer
-    from function.model import catalog_lookup
-    from function.spec import LLMSpec
 
     clusters = _fleet(nodes=1)
     by_name = {c.name: c for c in clusters}
-    ids = catalog_lookup.catalog_ids()
 
     def fill() -> tuple[int, float]:
         start = time.perf_counter()
-        sizers: dict[str, Any] = {}
+        size_of = _model_sizes()
         held = {c.name: 0 for c in clusters}
         placed = 0
         for i in range(1000):
-            model = ids[i % len(ids)]
-            size = sizers.get(model)
-            if size is None:
-                spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
-                size = sizers[model] = _sizer(
-                    spec, catalog_lookup.lookup(model), vllm_memory.EngineSettings()
-                )
+            size = size_of(i)
             decision = placement.place(clusters, size, 1, held=held)
             if decision.cluster is not None:
                 c = by_name[decision.cluster]
@@ -615,27 +625,17 @@ def bench_spread(runs: int) -> None:
     cluster: function/cluster/spread.py with the function's own sizing. Pure Python, in
     process; the best of `runs`."""
     from function.cluster import spread
-    from function.cluster.place import sizer as _sizer
-    from function.model import catalog_lookup
-    from function.spec import LLMSpec
 
     clusters = _fleet(nodes=4, regions=20)
     by_name = {c.name: c for c in clusters}
-    ids = catalog_lookup.catalog_ids()
 
     def fill() -> tuple[int, int, float]:
         start = time.perf_counter()
-        sizers: dict[str, Any] = {}
+        size_of = _model_sizes()
         held = {c.name: 0 for c in clusters}
         placements = full = 0
         for i in range(1000):
-            model = ids[i % len(ids)]
-            size = sizers.get(model)
-            if size is None:
-                spec = LLMSpec(name=f"model-{i}", namespace="a-team", model=model)
-                size = sizers[model] = _sizer(
-                    spec, catalog_lookup.lookup(model), vllm_memory.EngineSettings()
-                )
+            size = size_of(i)
             decision = spread.spread(clusters, size, 1, 3, held=held)
             for p in decision.placed:
                 c = by_name[p.cluster]

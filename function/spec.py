@@ -28,11 +28,11 @@ from function.spec_engine import EngineOverrides, parse_engine
 from function.spec_fields import (
     DNS_SUBDOMAIN,
     LABEL_KEY,
-    SECRET_KEY,
     P,
     SecretRef,
     SpecError,
     int_in,
+    secret_ref,
     short,
 )
 from function.spec_fleet import Fleet, parse_fleet
@@ -177,22 +177,6 @@ def _gpu(params: dict) -> int | None:
     return number
 
 
-def _secret_ref(params: dict, field: str, default_key: str) -> SecretRef | None:
-    ref = params.get(field)
-    if ref is None:
-        return None
-    f = f"{P}.{field}"
-    if not isinstance(ref, dict):
-        raise SpecError(f, ref, f"{f} must be an object with name (and optionally key)")
-    name = ref.get("name")
-    if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
-        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
-    key = ref.get("key", default_key)
-    if not isinstance(key, str) or not SECRET_KEY.match(key):
-        raise SpecError(f"{f}.key", key, f"{f}.key: {short(key)} is not a Secret key")
-    return SecretRef(name=name, key=key)
-
-
 STORAGE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(Gi|Ti)$")
 
 
@@ -284,7 +268,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
             )
         cluster_ref = cname
     engine = parse_engine(params)
-    api_key = _secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY)
+    api_key = secret_ref(params, "apiKeySecretRef", DEFAULT_API_KEY_KEY)
     if engine.simulate and api_key is not None:
         raise SpecError(
             f"{P}.apiKeySecretRef",
@@ -304,7 +288,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         target_namespace=target_ns,
         cluster_ref=cluster_ref,
         cluster_selector=selector,
-        hf_token_secret=_secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
+        hf_token_secret=secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
         api_key_secret=api_key,
         engine=engine,
         storage=_storage(params),

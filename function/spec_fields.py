@@ -45,3 +45,21 @@ def int_in(value: object, low: int, high: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         return None
     return value
+
+
+def secret_ref(params: dict, field: str, default_key: str, where: str = P) -> SecretRef | None:
+    """`<where>.<field>`: a reference to one key of a Secret in the claim's namespace (None
+    when absent; `key` defaults to `default_key`)."""
+    ref = params.get(field)
+    if ref is None:
+        return None
+    f = f"{where}.{field}"
+    if not isinstance(ref, dict):
+        raise SpecError(f, ref, f"{f} must be an object with name (and optionally key)")
+    name = ref.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
+    key = ref.get("key", default_key)
+    if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key):
+        raise SpecError(f"{f}.key", key, f"{f}.key: {short(key)} is not a Secret key")
+    return SecretRef(name=name, key=key)

@@ -17,19 +17,23 @@ from function.limits import HF_MODEL_ID_MAX_PART, MAX_PLACEMENTS, MAX_SPILLOVER
 from function.spec_fields import (
     DNS_SUBDOMAIN,
     LABEL_KEY,
-    SECRET_KEY,
     P,
     SecretRef,
     SpecError,
     int_in,
+    secret_ref,
     short,
 )
 
 # spreadBy's default: the cluster's provider and region (function/cluster/spread.py).
 SPREAD_BY_REGION = "region"
 DEFAULT_SPILLOVER_KEY = "api-key"
+# A bound for the API, in units of one ready replica (Gateway API itself takes backendRef
+# weights up to 1,000,000): a spillover above 100 replicas' worth is no longer an overflow.
 MAX_SPILLOVER_WEIGHT = 100
-# Names that resolve inside a cluster (its Services, the node, mDNS) are no public endpoint.
+# Names that resolve inside a cluster or a site are no public endpoint: mDNS's .local (RFC
+# 6762), .localhost (RFC 6761), home.arpa (RFC 8375), ICANN's private-use .internal (2024),
+# and Kubernetes' own Service names (.svc, .cluster).
 _INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster", ".localhost", ".home.arpa")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 # A top-level domain as the root zone has them: letters, or an IDN's xn-- form. A namespace
@@ -167,10 +171,9 @@ def _gateway_cluster(endpoint: object) -> str | None:
 
 
 def _gateway_key(endpoint: object) -> SecretRef | None:
-    ref = endpoint.get("apiKeySecretRef") if isinstance(endpoint, dict) else None
-    if ref is None:
+    if not isinstance(endpoint, dict):
         return None
-    return _key({"apiKeySecretRef": ref}, f"{P}.globalEndpoint")
+    return secret_ref(endpoint, "apiKeySecretRef", DEFAULT_SPILLOVER_KEY, f"{P}.globalEndpoint")
 
 
 def _spillover(value: object, model: str) -> tuple[Spillover, ...]:
@@ -214,22 +217,17 @@ def _spillover(value: object, model: str) -> tuple[Spillover, ...]:
 
 
 def _key(item: dict, here: str) -> SecretRef:
-    f = f"{here}.apiKeySecretRef"
-    ref = item.get("apiKeySecretRef")
-    if not isinstance(ref, dict):
+    """A spillover endpoint's key: required, a Secret reference like every other."""
+    ref = secret_ref(item, "apiKeySecretRef", DEFAULT_SPILLOVER_KEY, here)
+    if ref is None:
+        f = f"{here}.apiKeySecretRef"
         raise SpecError(
             f,
-            ref,
+            None,
             f"{f} is required: the Secret in this namespace holding the API key ({{name, key}}, "
             f"key defaults to {DEFAULT_SPILLOVER_KEY}); a key is never written inline",
         )
-    name = ref.get("name")
-    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
-        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
-    key = ref.get("key", DEFAULT_SPILLOVER_KEY)
-    if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key):
-        raise SpecError(f"{f}.key", key, f"{f}.key: {short(key)} is not a Secret key")
-    return SecretRef(name, key)
+    return ref
 
 
 def _public_url(value: object, f: str) -> tuple[str, str, int, str]:

@@ -32,6 +32,10 @@ from function.spec_fleet import Spillover
 
 BACKEND_API = "agentgateway.dev/v1alpha1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"
+# Our choice, not upstream's: the codes Gateway API says every implementation must retry
+# (HTTPRouteRetry, v1.6.1), two retries (three tries in all: agentgateway v1.4.1 counts
+# retries, proxy/httpproxy.rs) to ride out a router or pod restart without tripling a long
+# generation, a quarter second apart.
 RETRY = {"attempts": 2, "codes": [502, 503, 504], "backoff": "250ms"}
 # How an `ai` backend reads each request (path suffix -> type; v1.4.1 crates/agentgateway/
 # src/llm/policy/mod.rs). Chat completions and embeddings are parsed, their model rewritten;
