@@ -36,6 +36,8 @@ from function.cluster.resolve import models_beside, resolve_target
 from function.cluster.target import Target
 from function.fleet.pipeline import compose_fleet
 from function.model import catalog, sizing
+from function.monitoring.checks import check_latency_target
+from function.monitoring.dashboard import compose_dashboard
 from function.outcome import Inputs, Outcome, created_at
 from function.plan import scaling
 from function.plan.budget import check_keda, pd_budget, replica_budget
@@ -107,6 +109,7 @@ def decide(inputs: Inputs, out: Outcome) -> None:
             where.spec, where.target, sized.facts, sized.plan, image, count, inputs, sized.roles
         )
         engine = backend.build(job, out)
+        compose_dashboard(job, engine, out)
     except SpecError as e:
         out.fatal = e.message
         out.resources.clear()
@@ -137,6 +140,7 @@ def check_claim(where: Where, inputs: Inputs, out: Outcome) -> None:
     check_shared_host(spec, target, inputs, out, where.created)
     check_kv_endpoints(spec, target)
     check_keda(spec, target)
+    check_latency_target(spec, target)
     if spec.llmd and target.llmd_gateway is None:
         raise SpecError(
             f"{P}.backend",

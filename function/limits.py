@@ -64,6 +64,12 @@ ALIAS_MAX_ITEMS: int = int(_DATA["servedModelAliases"]["maxItems"])
 AUTOSCALING_METRICS: dict[str, tuple[int, int]] = {
     m: (int(v["defaultTarget"]), int(v["max"])) for m, v in _DATA["autoscaling"]["metrics"].items()
 }
+_LATENCY = _DATA["autoscaling"]["latency"]
+LATENCY_METRICS: tuple[str, ...] = tuple(_LATENCY["metrics"])
+LATENCY_PERCENTILES: tuple[int, ...] = tuple(int(p) for p in _LATENCY["percentiles"])
+LATENCY_DEFAULT_PERCENTILE: int = int(_LATENCY["defaultPercentile"])
+LATENCY_MIN_S: float = float(_LATENCY["minSeconds"])
+LATENCY_MAX_S: float = float(_LATENCY["maxSeconds"])
 SCALE_DOWN_DELAY_DEFAULT: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["default"])
 SCALE_DOWN_DELAY_MAX: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["max"])
 

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from function.limits import (
     AUTOSCALING_METRICS,
     BACKENDS,
+    LATENCY_DEFAULT_PERCENTILE,
+    LATENCY_MAX_S,
+    LATENCY_METRICS,
+    LATENCY_MIN_S,
+    LATENCY_PERCENTILES,
     MAX_GPUS,
     MAX_REPLICAS,
     SCALE_DOWN_DELAY_DEFAULT,
@@ -28,6 +33,17 @@ class Autoscaling:
     metric: str
     target: int
     scale_down_delay_s: int
+    latency: Latency | None = None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """spec.parameters.autoscaling.latency: keep `percentile` of `metric` under `seconds`
+    (only with the cluster's Prometheus)."""
+
+    metric: str
+    percentile: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -137,7 +153,47 @@ def parse_autoscaling(params: dict) -> Autoscaling | None:
         metric=metric,
         target=target,
         scale_down_delay_s=delay,
+        latency=parse_latency(value.get("latency"), f"{f}.latency"),
     )
+
+
+def parse_latency(value: object, f: str) -> Latency | None:
+    """autoscaling.latency, checked: only names and numbers the function knows, since the
+    target becomes part of a PromQL query (function/monitoring/queries.py)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SpecError(f, value, f"{f} must be an object (metric, percentile, seconds)")
+    metric = value.get("metric")
+    if metric not in LATENCY_METRICS:
+        raise SpecError(
+            f"{f}.metric",
+            metric,
+            f"{f}.metric: {short(metric)} is not offered; use {', '.join(LATENCY_METRICS)}",
+        )
+    given = value.get("percentile", LATENCY_DEFAULT_PERCENTILE)
+    percentile = int_in(given, 1, 99)
+    if percentile not in LATENCY_PERCENTILES:
+        raise SpecError(
+            f"{f}.percentile",
+            given,
+            f"{f}.percentile: {short(given)} is not offered; use one of "
+            f"{', '.join(str(p) for p in LATENCY_PERCENTILES)} (default "
+            f"{LATENCY_DEFAULT_PERCENTILE})",
+        )
+    seconds = value.get("seconds")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not LATENCY_MIN_S <= seconds <= LATENCY_MAX_S
+    ):
+        raise SpecError(
+            f"{f}.seconds",
+            seconds,
+            f"{f}.seconds: {short(seconds)} is not a latency target; use a number of seconds "
+            f"from {LATENCY_MIN_S:g} to {LATENCY_MAX_S:g} (e.g. 0.5 for half a second)",
+        )
+    return Latency(metric=metric, percentile=percentile, seconds=float(seconds))
 
 
 def parse_backend(params: dict, engine: EngineOverrides) -> tuple[str, str, Disaggregation | None]:

@@ -168,7 +168,8 @@ def scaler(
     service: str | None = None,
 ) -> None:
     """KEDA's ScaledObject for the engine (spec.autoscaling), reading vLLM's gauge from every
-    ready pod behind the engine's Service (function/plan/scaling.py)."""
+    ready pod behind the engine's Service, or from the cluster's Prometheus when it has one
+    (function/plan/scaling.py); `name` is the engine pods' app.kubernetes.io/name."""
     assert spec.autoscaling is not None
     place(
         spec,
@@ -181,13 +182,22 @@ def scaler(
             target=scale_target,
             min_replicas=count.low,
             max_replicas=count.high,
-            trigger=scaling.trigger(
+            triggers=scaling.prometheus_triggers(
                 spec.autoscaling,
-                service=service or name,
+                server=target.monitoring.prometheus,
                 namespace=target.namespace,
-                port=resources.ENGINE_PORT,
-                model=spec.model,
-            ),
+                model=name,
+            )
+            if target.monitoring is not None
+            else [
+                scaling.trigger(
+                    spec.autoscaling,
+                    service=service or name,
+                    namespace=target.namespace,
+                    port=resources.ENGINE_PORT,
+                    model=spec.model,
+                )
+            ],
             polling_interval_s=scaling.POLLING_INTERVAL_S,
             scale_down_delay_s=spec.autoscaling.scale_down_delay_s,
             scale_down_policy=scaling.SCALE_DOWN_POLICY,

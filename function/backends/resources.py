@@ -262,13 +262,13 @@ def scaled_object(
     target: Mapping[str, str],
     min_replicas: int,
     max_replicas: int,
-    trigger: Mapping[str, Any],
+    triggers: list[Mapping[str, Any]],
     polling_interval_s: int,
     scale_down_delay_s: int,
     scale_down_policy: Mapping[str, Any],
 ) -> dict[str, Any]:
     """A KEDA ScaledObject that scales `target` (apiVersion, kind, name; a VLLMRuntime
-    through its scale subresource, or a Deployment) on `trigger`.
+    through its scale subresource, or a Deployment) on `triggers`.
 
     Its name is the model's, never `<runtime>-scaledobject`: the production-stack operator
     deletes the ScaledObject of that name on every reconcile of a VLLMRuntime without
@@ -292,7 +292,7 @@ def scaled_object(
                     }
                 }
             },
-            "triggers": [dict(trigger)],
+            "triggers": [dict(t) for t in triggers],
         },
     }
 

@@ -83,6 +83,9 @@ class Target:
     # cache a claim may ask for (status.tenancy.kvTransferHosts, .maxModelCacheSize).
     kv_transfer_hosts: tuple[str, ...] = ()
     max_cache_gib: int | None = None
+    # Its monitoring (status.apps.monitoring, status.monitoring): Prometheus's and Grafana's
+    # in-cluster URLs, and the label Grafana's sidecar loads dashboard ConfigMaps by.
+    monitoring: Monitoring | None = None
 
     @property
     def router_host(self) -> str | None:
@@ -108,6 +111,15 @@ class Target:
             return ""
         where = f"{self.provider_config}/{self.namespace}".encode()
         return "-" + hashlib.sha256(where).hexdigest()[:6]
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """What the cluster publishes of its monitoring (docs/inferencecluster.md)."""
+
+    prometheus: str
+    dashboard_label: tuple[tuple[str, str], ...]
+    grafana: str | None = None
 
 
 class ClusterNotReady(Exception):
@@ -279,6 +291,29 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         control_plane=dig(cluster, "spec", "parameters", "provider") == "local",
         kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
         max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
+        monitoring=monitoring_of(status),
+    )
+
+
+def monitoring_of(status: dict[str, Any]) -> Monitoring | None:
+    """status.apps.monitoring and status.monitoring, when the cluster runs it and has published
+    a Prometheus URL and a dashboard label (else None: the model behaves as without it)."""
+    from function.monitoring.names import valid_label, valid_url
+
+    if dig(status, "apps", "monitoring") is not True:
+        return None
+    prometheus = dig(status, "monitoring", "prometheus")
+    label = dig(status, "monitoring", "dashboardLabel")
+    grafana = dig(status, "monitoring", "grafana")
+    if not valid_url(prometheus) or not isinstance(label, dict) or not label:
+        return None
+    pairs = tuple(sorted((k, v) for k, v in label.items() if valid_label(k, v)))
+    if len(pairs) != len(label):
+        return None
+    return Monitoring(
+        prometheus=prometheus,
+        dashboard_label=pairs,
+        grafana=grafana if valid_url(grafana) else None,
     )
 
 

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from function.monitoring import queries
 from function.spec import P, SpecError
-from function.spec_serving import Autoscaling
+from function.spec_serving import Autoscaling, Latency
 
 POLLING_INTERVAL_S = 15
 # One replica removed per minute after the delay: a queue-based signal drops to zero once
@@ -80,6 +81,46 @@ def trigger(
             "aggregateFromKubeServiceEndpoints": "true",
             "aggregationType": m.aggregation,
             "targetValue": f"{autoscaling.target * m.scale:g}",
+        },
+    }
+
+
+# The aggregation of each metric's gauge over the pods in PromQL (as metrics-api's above).
+PROMQL_AGGREGATION = {"sum": "sum", "average": "avg"}
+
+
+def prometheus_triggers(
+    autoscaling: Autoscaling, *, server: str, namespace: str, model: str
+) -> list[dict]:
+    """The KEDA `prometheus` triggers for `autoscaling` on a cluster with Prometheus at
+    `server`: the claim's queue or KV-cache metric over the engine pods labelled `model` in
+    `namespace`, and its latency target when it has one (the HPA runs the larger count).
+    Nothing from the claim goes into a query but its numbers: metric names are the
+    function's, `namespace` and `model` are checked DNS labels (function/monitoring/names.py)."""
+    m = METRICS[autoscaling.metric]
+    query = queries.gauge(m.gauge, namespace, model, PROMQL_AGGREGATION[m.aggregation])
+    out = [_prometheus(server, query, m.metric_type, autoscaling.target * m.scale)]
+    if autoscaling.latency is not None:
+        out.append(latency_trigger(autoscaling.latency, server, namespace, model))
+    return out
+
+
+def latency_trigger(latency: Latency, server: str, namespace: str, model: str) -> dict:
+    """A `Value` target on a percentile: replicas = ceil(replicas x percentile / seconds)."""
+    query = queries.percentile(latency.metric, latency.percentile, namespace, model)
+    return _prometheus(server, query, "Value", latency.seconds)
+
+
+def _prometheus(server: str, query: str, metric_type: str, threshold: float) -> dict:
+    # kedacore/keda v2.20.2 pkg/scalers/prometheus_scaler.go prometheusMetadata: serverAddress,
+    # query and threshold are required; ignoreNullValues (default true) reads no series as 0.
+    return {
+        "type": "prometheus",
+        "metricType": metric_type,
+        "metadata": {
+            "serverAddress": server,
+            "query": query,
+            "threshold": f"{threshold:g}",
         },
     }
 

@@ -164,7 +164,7 @@ def test_a_scaled_object_validates_and_a_broken_one_does_not(pkg: Any) -> None:
         target={"apiVersion": "apps/v1", "kind": "Deployment", "name": "m"},
         min_replicas=1,
         max_replicas=2,
-        trigger={"type": "metrics-api", "metadata": {"url": "http://x"}},
+        triggers=[{"type": "metrics-api", "metadata": {"url": "http://x"}}],
         polling_interval_s=15,
         scale_down_delay_s=300,
         scale_down_policy={"type": "Pods", "value": 1, "periodSeconds": 60},
