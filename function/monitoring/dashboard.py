@@ -28,7 +28,7 @@ from function.spec_serving import Autoscaling
 
 TEMPLATE = Path(__file__).with_name("dashboard.json")
 DASHBOARD = "dashboard"  # the composition resource's name (and the Object's suffix)
-PLACEHOLDER = re.compile(r"__[A-Z][A-Z_]*[A-Z]__")
+PLACEHOLDER = re.compile(r"__[A-Z](?:[A-Z_]*[A-Z])?__")
 LATENCY_PLACEHOLDER = {"timeToFirstToken": "TTFT", "interTokenLatency": "ITL"}
 
 

@@ -20,15 +20,15 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def dns_label(value: object) -> bool:
-    return isinstance(value, str) and bool(_DNS_LABEL.match(value))
+    return isinstance(value, str) and bool(_DNS_LABEL.fullmatch(value))
 
 
 def valid_label(key: object, value: object) -> bool:
     return (
         isinstance(key, str)
         and isinstance(value, str)
-        and bool(_LABEL_NAME.match(key))
-        and bool(_LABEL_VALUE.match(value))
+        and bool(_LABEL_NAME.fullmatch(key))
+        and bool(_LABEL_VALUE.fullmatch(value))
     )
 
 
