@@ -202,6 +202,18 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
         "examples/cluster-control-plane.yaml",
         "examples/llm-qwen-on-aws.yaml",
     ),
+    "examples/state/llm-latency-autoscaled.yaml": ("examples/cluster-aws.yaml",),
+}
+# Monitoring status a state's clusters publish, per the monitoring contract
+# (docs/inferencecluster.md, Monitoring): until examples/cluster-with-monitoring.yaml (the
+# cluster side of monitoring) is in this tree to render it, the one example that needs it
+# gets it here; once it is, its CLUSTER_STATE entry names that cluster and this goes.
+MONITORING_STATUS: dict[str, dict] = {
+    "examples/state/llm-latency-autoscaled.yaml": {
+        "prometheus": "http://kube-prometheus-stack-prometheus.monitoring.svc.cluster.local:9090",
+        "grafana": "http://kube-prometheus-stack-grafana.monitoring.svc.cluster.local",
+        "dashboardLabel": {"grafana_dashboard": "1"},
+    },
 }
 # When the models already on a cluster were created: before any example claim.
 PEER_CREATED = "2026-01-01T00:00:00Z"
@@ -232,9 +244,11 @@ def cluster_states(root: Path) -> dict[str, str]:
                     raise GenerateError(f"{path}: {result.fatal}")
                 # Ready, as it would be once its resources are.
                 ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
-                docs.append(
-                    {**claim, "status": {**result.xr.get("status", {}), "conditions": ready}}
-                )
+                status = {**result.xr.get("status", {}), "conditions": ready}
+                if target in MONITORING_STATUS and "monitoring" not in status:
+                    status["apps"] = {**status.get("apps", {}), "monitoring": True}
+                    status["monitoring"] = MONITORING_STATUS[target]
+                docs.append({**claim, "status": status})
                 clusters.append(path)
                 continue
             claim["metadata"]["creationTimestamp"] = PEER_CREATED
