@@ -26,7 +26,7 @@ from conftest import (
 from dot_inference.apiserver import validate_objects
 from function.cluster.target import Monitoring, monitoring_of
 from function.compose import compose
-from function.keys import FETCH, SCALER
+from function.keys import FETCH
 from function.monitoring import dashboard as dash
 from function.monitoring import names, queries
 from function.outcome import Inputs, Outcome
@@ -91,7 +91,9 @@ def fetched(out: Outcome) -> dict[str, Any]:
 def manifests(out: Outcome) -> list[dict[str, Any]]:
     """What the model composes on its cluster (inside provider-kubernetes Objects)."""
     return [
-        r["spec"]["forProvider"]["manifest"] for r in out.resources.values() if r["kind"] == "Object"
+        r["spec"]["forProvider"]["manifest"]
+        for r in out.resources.values()
+        if r["kind"] == "Object"
     ]
 
 
@@ -184,7 +186,7 @@ def test_what_the_function_reads_of_the_clusters_monitoring(status: dict, expect
     assert monitoring_of(status) == expected
 
 
-HOSTILE_NAMES = ['a"}', "a\\", "A", "a b", "", "a,model=~\".*\"", "-a", "a" * 64, "a\n"]
+HOSTILE_NAMES = ['a"}', "a\\", "A", "a b", "", 'a,model=~".*"', "-a", "a" * 64, "a\n"]
 
 
 @pytest.mark.parametrize("value", HOSTILE_NAMES)
@@ -277,14 +279,17 @@ def test_the_xrd_checks_latency_targets(latency: dict, says: str | None) -> None
 
 REFUSED_WITHOUT_MONITORING = [
     ("cluster without monitoring", monitored(AWS, on=False)),
-    ("monitoring on but not published", monitored(AWS) | {"status": {
-        **monitored(AWS)["status"], "monitoring": {}}}),
-    ("Prometheus URL that is not one", monitored(AWS, prometheus="http://p\"} or vector(9)")),
+    (
+        "monitoring on but not published",
+        monitored(AWS) | {"status": {**monitored(AWS)["status"], "monitoring": {}}},
+    ),
+    ("Prometheus URL that is not one", monitored(AWS, prometheus='http://p"} or vector(9)')),
 ]
 
 
 @pytest.mark.parametrize(
-    "cluster", [c[1] for c in REFUSED_WITHOUT_MONITORING],
+    "cluster",
+    [c[1] for c in REFUSED_WITHOUT_MONITORING],
     ids=[c[0] for c in REFUSED_WITHOUT_MONITORING],
 )
 def test_a_latency_target_needs_the_clusters_prometheus(cluster: dict[str, Any]) -> None:
@@ -297,8 +302,9 @@ def test_a_latency_target_needs_the_clusters_prometheus(cluster: dict[str, Any])
 
 
 def test_a_latency_target_without_a_cluster_is_refused() -> None:
-    xr = claim(autoscaling={"maxReplicas": 2, "latency": {"metric": "timeToFirstToken",
-                                                          "seconds": 2}})
+    xr = claim(
+        autoscaling={"maxReplicas": 2, "latency": {"metric": "timeToFirstToken", "seconds": 2}}
+    )
     del xr["spec"]["parameters"]["clusterRef"]
     out = compose(Inputs(xr=xr, engine_image=engine_image(), simulator_image=simulator_image()))
     assert out.fatal is not None and "spec.parameters.autoscaling.latency" in out.fatal
@@ -337,8 +343,10 @@ TRIGGERS = [
     ),
     (
         "p50 ITL",
-        {"maxReplicas": 3, "latency": {"metric": "interTokenLatency", "percentile": 50,
-                                        "seconds": 0.04}},
+        {
+            "maxReplicas": 3,
+            "latency": {"metric": "interTokenLatency", "percentile": 50, "seconds": 0.04},
+        },
         [
             ("AverageValue", f"sum(vllm:num_requests_waiting{{{SEL}}})", "3"),
             (
