@@ -86,7 +86,16 @@ def _required(claim: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     ref = params.get("clusterRef")
     if not ref:
         return {}
+    # The example's own state first (the cluster as that example has it, e.g. with
+    # monitoring), then any state that has the cluster.
+    own = STATE / _example_of(claim)
+    paths = [own] if own.exists() else sorted(STATE.glob("*.yaml"))
     clusters = [
+        d
+        for p in paths
+        for d in load_yaml(p)
+        if d.get("kind") == "InferenceCluster" and d["metadata"]["name"] == ref["name"]
+    ] or [
         d
         for p in sorted(STATE.glob("*.yaml"))
         for d in load_yaml(p)
