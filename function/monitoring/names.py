@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from function.spec_fields import P, SpecError, short
+
 # RFC 1123 DNS label, what Kubernetes allows for a namespace or an object's name.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # A label key (optional DNS-subdomain prefix and a name) and value (kubernetes
@@ -50,9 +52,22 @@ def valid_url(value: object) -> bool:
 def selector(namespace: str, model: str) -> str:
     """The PromQL label matcher of one model's engine series: the labels the cluster's
     PodMonitor puts on every vLLM series (`namespace`, `model` = the engine pods'
-    app.kubernetes.io/name; docs/inferencecluster.md). Refuses (ValueError) anything that is
-    not a DNS label, so no value can close the string."""
-    for what, value in (("namespace", namespace), ("model", model)):
-        if not dns_label(value):
-            raise ValueError(f"{what} {value!r} is not a DNS label")
+    app.kubernetes.io/name; docs/inferencecluster.md). Refuses (SpecError) anything that is
+    not a DNS label, so no value can close the string: the namespace may come from the
+    cluster's status (its router's namespace), which no schema checked."""
+    if not dns_label(namespace):
+        raise SpecError(
+            f"{P}.targetNamespace",
+            namespace,
+            f"{P}.targetNamespace: the model's namespace {short(namespace)} is not a DNS label, "
+            "so no Prometheus query can select its engines; set targetNamespace to a "
+            "namespace name (lower-case letters, digits, '-', at most 63)",
+        )
+    if not dns_label(model):
+        raise SpecError(
+            "metadata.name",
+            model,
+            f"metadata.name: the engine name {short(model)} is not a DNS label, so no "
+            "Prometheus query can select its pods; give the claim a DNS-label name",
+        )
     return f'namespace="{namespace}",model="{model}"'

@@ -30,6 +30,7 @@ from function.keys import FETCH
 from function.monitoring import dashboard as dash
 from function.monitoring import names, queries
 from function.outcome import Inputs, Outcome
+from function.policy import ownership
 from function.spec import SpecError
 from function.spec_serving import parse_latency
 
@@ -191,10 +192,33 @@ HOSTILE_NAMES = ['a"}', "a\\", "A", "a b", "", 'a,model=~".*"', "-a", "a" * 64, 
 
 @pytest.mark.parametrize("value", HOSTILE_NAMES)
 def test_no_name_that_is_not_a_dns_label_reaches_promql(value: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(SpecError) as e:
         names.selector(value, "m")
-    with pytest.raises(ValueError):
+    assert e.value.field == "spec.parameters.targetNamespace"
+    with pytest.raises(SpecError) as e:
         names.selector("a-team", value)
+    assert e.value.field == "metadata.name"
+
+
+def test_a_router_namespace_no_query_can_select_is_refused_not_a_traceback() -> None:
+    """The model's namespace defaults to the cluster's router namespace (its status), which
+    no schema checked."""
+    cluster = monitored(AWS)
+    cluster["status"]["vllm"]["namespace"] = 'a"} or vector(1) or {a="'
+    cluster["status"]["tenancy"]["allowedNamespaces"].append(cluster["status"]["vllm"]["namespace"])
+    out = run(claim(autoscaling={"maxReplicas": 2}), cluster)
+    assert out.fatal is not None
+    assert "spec.parameters.targetNamespace: the model's namespace" in out.fatal
+    assert "is not a DNS label" in out.fatal
+    assert not out.resources
+
+
+def test_the_dashboard_takes_over_nothing() -> None:
+    """Like every object on the cluster, the dashboard's Object only observes until the
+    provider has shown no ConfigMap of that name exists there, or that it is this claim's."""
+    out = run(claim(), monitored(AWS))
+    (key,) = [k for k in out.resources if k.startswith(dash.DASHBOARD + "-")]
+    assert out.resources[key]["spec"]["managementPolicies"] == list(ownership.PROBE_POLICIES)
 
 
 # ------------------------------------------------------------------- latency targets
