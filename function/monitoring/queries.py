@@ -1,10 +1,14 @@
 """PromQL over one model's engines, for KEDA's prometheus scaler and the model's dashboard.
 
-vLLM 0.17.1 exports, per engine pod (vllm/v1/metrics/loggers.py, PrometheusStatLogger): the
-gauges `vllm:num_requests_waiting`, `vllm:num_requests_running` and `vllm:kv_cache_usage_perc`
-(0-1), and the histograms `vllm:time_to_first_token_seconds` and
-`vllm:inter_token_latency_seconds` (series `_bucket` with `le`), all labelled `model_name` and
-`engine`. The cluster's PodMonitor adds `namespace`, `pod` and `model` (the engine pods'
+vLLM exports, per engine pod (vllm/v1/metrics/loggers.py, PrometheusStatLogger): the gauges
+`vllm:num_requests_waiting`, `vllm:num_requests_running` and `vllm:kv_cache_usage_perc` (0-1),
+and the histograms `vllm:time_to_first_token_seconds` and `vllm:inter_token_latency_seconds`
+(series `_bucket` with `le`), all labelled `model_name` and `engine`. Read in the stored
+loggers.py (the gauges, TTFT) and in vLLM's V1 metrics design doc and the llm-d inference
+simulator's docs/metrics.md (ITL, which replaced time_per_output_token); the vLLM v0.17.1
+tree itself was too large to mirror here, so the names are not yet checked at that tag.
+
+The cluster's PodMonitor adds `namespace`, `pod` and `model` (the engine pods'
 app.kubernetes.io/name) to every series (docs/inferencecluster.md), which is what a query
 selects on: a model's series are those of its own engine pods in its own namespace.
 
