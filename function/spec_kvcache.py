@@ -1,6 +1,7 @@
 """spec.parameters.kvCache: LMCache KV offloading, as the spec says it.
 
-`enabled` switches it on or off (one field); `cpuSize` fixes the CPU buffer each GPU's vLLM
+`enabled` switches it on or off (one field); `shared` also stores it in the cluster's
+CacheServer (InferenceCluster apps.vllm.cacheServer); `cpuSize` fixes the CPU buffer each GPU's vLLM
 worker keeps (default: sized from what the GPU node can give, function/plan/offload.py).
 Which backends and models may offload is decided later (function/backends/lmcache.py), when
 the plan and the model's facts are known.
@@ -23,6 +24,7 @@ MAX_CPU_GIB = 1024
 class KvCacheSpec:
     enabled: bool = False
     cpu_gib: int | None = None  # per GPU (one LMCache engine per vLLM worker); None: sized
+    shared: bool = False  # also the cluster's CacheServer (lmCacheConfig.remoteUrl)
 
 
 def parse_kv_cache(params: dict) -> KvCacheSpec:
@@ -30,13 +32,13 @@ def parse_kv_cache(params: dict) -> KvCacheSpec:
     if value is None:
         return KvCacheSpec()
     if not isinstance(value, dict):
-        raise SpecError(F, value, f"{F} must be an object (enabled, cpuSize)")
-    unknown = sorted(set(value) - {"enabled", "cpuSize"})
+        raise SpecError(F, value, f"{F} must be an object (enabled, cpuSize, shared)")
+    unknown = sorted(set(value) - {"enabled", "cpuSize", "shared"})
     if unknown:
         raise SpecError(
             f"{F}.{unknown[0]}",
             value[unknown[0]],
-            f"{F}.{unknown[0]} is not a field of {F}; it has enabled and cpuSize",
+            f"{F}.{unknown[0]} is not a field of {F}; it has enabled, cpuSize and shared",
         )
     enabled = value.get("enabled", False)
     if not isinstance(enabled, bool):
@@ -56,4 +58,7 @@ def parse_kv_cache(params: dict) -> KvCacheSpec:
                 "node's memory",
             )
         cpu_gib = int(m.group(1))
-    return KvCacheSpec(enabled=enabled, cpu_gib=cpu_gib)
+    shared = value.get("shared", False)
+    if not isinstance(shared, bool):
+        raise SpecError(f"{F}.shared", shared, f"{F}.shared: {short(shared)} is not true or false")
+    return KvCacheSpec(enabled=enabled, cpu_gib=cpu_gib, shared=shared)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from function.cluster.target import Target
 from function.model import catalog, sizing
 from function.plan.offload import Offload, OffloadError, memory_mib, size_offload, tokens
 from function.policy import engine_args
@@ -92,7 +93,7 @@ def lmcache(
     spec: LLMSpec,
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
-    node_mib: int | None,
+    target: Target,
 ) -> LMCache | None:
     """The runtime's lmCacheConfig (None when kvCache is off); SpecError naming the field when
     the claim cannot offload or the node cannot hold the buffer."""
@@ -103,7 +104,7 @@ def lmcache(
     try:
         offload = size_offload(
             explicit_gib=spec.kv_cache.cpu_gib,
-            node_mib=node_mib,
+            node_mib=target.pod_memory_mib,
             per_node=plan.gpu.per_node,
             gpus=plan.gpus,
             pod_memory_mib=memory_mib(plan.memory),
@@ -117,8 +118,25 @@ def lmcache(
         # Stated empty: the CRD's default "8Gi" would turn on a broken disk tier.
         "diskOffloadingBufferSize": "",
     }
+    status = {}
+    if spec.kv_cache.shared:
+        if target.cache_server is None:
+            where = (
+                f"InferenceCluster {spec.namespace}/{target.cluster}"
+                if target.cluster
+                else "the target cluster"
+            )
+            raise SpecError(
+                f"{F}.shared",
+                True,
+                f"{F}.shared: {where} runs no shared KV cache (status.vllm.cacheServer): set "
+                f"spec.parameters.apps.vllm.cacheServer.enabled: true on it, or remove {F}.shared",
+            )
+        url, serde = target.cache_server
+        config |= {"remoteUrl": url, "remoteSerde": serde}
+        status = {"remote": {"url": url, "serde": serde}}
     memory = sizing.memory_quantity(offload.pod_memory_mib)
-    return LMCache(config, memory, tiers(plan, offload, memory))
+    return LMCache(config, memory, tiers(plan, offload, memory) | status)
 
 
 def tiers(plan: sizing.Plan, offload: Offload, memory: str) -> dict[str, Any]:

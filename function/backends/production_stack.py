@@ -234,7 +234,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # Face token: the weights are in the cache (the download Job used the token), so the
         # engine stays offline.
         env.append(("HF_HUB_OFFLINE", "1"))
-    offload = lmcache(spec, facts, plan, target.pod_memory_mib)
+    offload = lmcache(spec, facts, plan, target)
     runtime = vllm_runtime(
         name=name,
         namespace=target.namespace,

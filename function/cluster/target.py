@@ -83,6 +83,8 @@ class Target:
     # cache a claim may ask for (status.tenancy.kvTransferHosts, .maxModelCacheSize).
     kv_transfer_hosts: tuple[str, ...] = ()
     max_cache_gib: int | None = None
+    # LMCache's shared KV cache beside the router (status.vllm.cacheServer): (url, serde).
+    cache_server: tuple[str, str] | None = None
 
     @property
     def router_host(self) -> str | None:
@@ -279,7 +281,16 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         control_plane=dig(cluster, "spec", "parameters", "provider") == "local",
         kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
         max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
+        cache_server=_cache_server(dig(status, "vllm", "cacheServer")),
     )
+
+
+def _cache_server(value: object) -> tuple[str, str] | None:
+    """status.vllm.cacheServer: LMCache's remote URL (lm://host:port) and serde."""
+    url, serde = dig(value, "url"), dig(value, "serde")
+    if not isinstance(url, str) or not url.startswith("lm://"):
+        return None
+    return url, serde if isinstance(serde, str) and serde else "naive"
 
 
 def _shared_storage(value: object) -> SharedClass | None:

@@ -12,6 +12,7 @@ ACCEPTED = [
     ("on", xr(model="a/b", kvCache={"enabled": True})),
     ("off", xr(model="a/b", kvCache={"enabled": False})),
     ("with a size", xr(model="a/b", kvCache={"enabled": True, "cpuSize": "64Gi"})),
+    ("shared", xr(model="a/b", kvCache={"enabled": True, "shared": True})),
     (
         "off with llmd",
         xr(model="a/b", backend="llmd", clusterRef={"name": "c"}, kvCache={"enabled": False}),
@@ -28,6 +29,7 @@ REJECTED = [
     ("enabled a string", xr(model="a/b", kvCache={"enabled": "yes"}), "kvCache.enabled"),
     ("size in GB", xr(model="a/b", kvCache={"enabled": True, "cpuSize": "16GB"}), "cpuSize"),
     ("size 0", xr(model="a/b", kvCache={"enabled": True, "cpuSize": "0Gi"}), "cpuSize"),
+    ("shared a string", xr(model="a/b", kvCache={"enabled": True, "shared": "yes"}), "shared"),
     ("size a number", xr(model="a/b", kvCache={"enabled": True, "cpuSize": 16}), "cpuSize"),
     (
         "with llmd (CEL)",

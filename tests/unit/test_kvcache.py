@@ -4,6 +4,7 @@ and every refusal naming the field."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from typing import Any
@@ -31,21 +32,21 @@ from function.policy import vllm_cli
 from function.spec import parse
 from function.spec_fields import SpecError
 
-AWS = next(
+RAG = next(
     o
     for o in load_yaml(EXAMPLES / "state" / "llm-rag-offload.yaml")
     if o["kind"] == "InferenceCluster"
 )
-NODE_MIB = AWS["status"]["gpu"]["allocatable"]["memoryMiB"]
-PER_NODE = AWS["status"]["gpu"]["perNode"]
+NODE_MIB = RAG["status"]["gpu"]["allocatable"]["memoryMiB"]
+PER_NODE = RAG["status"]["gpu"]["perNode"]
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 
 
-def on_aws(model: str = QWEN, **params: Any) -> dict[str, Any]:
-    return claim(model, "rag", clusterRef={"name": AWS["metadata"]["name"]}, **params)
+def on_rag(model: str = QWEN, **params: Any) -> dict[str, Any]:
+    return claim(model, "rag", clusterRef={"name": RAG["metadata"]["name"]}, **params)
 
 
-def run(xr: dict[str, Any], cluster: dict[str, Any] | None = AWS) -> Outcome:
+def run(xr: dict[str, Any], cluster: dict[str, Any] | None = RAG) -> Outcome:
     return settle(
         Inputs(xr=xr, engine_image=engine_image(), simulator_image=simulator_image()),
         control_plane(xr, [], cluster),
@@ -70,6 +71,7 @@ SPEC_REFUSALS = [
     ("size-over-1Ti", {"enabled": True, "cpuSize": "1025Gi"}, "spec.parameters.kvCache.cpuSize"),
     ("size-fraction", {"enabled": True, "cpuSize": "1.5Gi"}, "spec.parameters.kvCache.cpuSize"),
     ("unknown-field", {"enabled": True, "disk": "8Gi"}, "spec.parameters.kvCache.disk"),
+    ("shared-a-string", {"enabled": True, "shared": "yes"}, "spec.parameters.kvCache.shared"),
 ]
 
 
@@ -84,20 +86,21 @@ def test_the_spec_refuses_what_is_not_a_kv_cache(value: Any, field: str) -> None
 
 
 SPEC_READS = [
-    ("absent", None, (False, None)),
-    ("off", {"enabled": False}, (False, None)),
-    ("on", {"enabled": True}, (True, None)),
-    ("on-with-size", {"enabled": True, "cpuSize": "16Gi"}, (True, 16)),
+    ("absent", None, (False, None, False)),
+    ("off", {"enabled": False}, (False, None, False)),
+    ("on", {"enabled": True}, (True, None, False)),
+    ("on-with-size", {"enabled": True, "cpuSize": "16Gi"}, (True, 16, False)),
+    ("shared", {"enabled": True, "shared": True}, (True, None, True)),
 ]
 
 
 @pytest.mark.parametrize(
     ("value", "expected"), [c[1:] for c in SPEC_READS], ids=[c[0] for c in SPEC_READS]
 )
-def test_the_spec_reads_kv_cache(value: Any, expected: tuple[bool, int | None]) -> None:
+def test_the_spec_reads_kv_cache(value: Any, expected: tuple[bool, int | None, bool]) -> None:
     params = {} if value is None else {"kvCache": value}
     kv = parse(claim(QWEN, **params)).kv_cache
-    assert (kv.enabled, kv.cpu_gib) == expected
+    assert (kv.enabled, kv.cpu_gib, kv.shared) == expected
 
 
 # --- sizing: a pure function of the node, the pod and the claim ---------------------------------
@@ -140,7 +143,7 @@ def test_tokens_are_gib_over_bytes_per_token() -> None:
 
 
 def test_offloading_renders_lmcache_config_and_grows_the_pod() -> None:
-    off, on = run(on_aws()), run(on_aws(kvCache={"enabled": True}))
+    off, on = run(on_rag()), run(on_rag(kvCache={"enabled": True}))
     assert not off.fatal and not on.fatal, (off.fatal, on.fatal)
     r_off, r_on = runtime(off), runtime(on)
     assert "lmCacheConfig" not in r_off["spec"]
@@ -164,13 +167,24 @@ def test_offloading_renders_lmcache_config_and_grows_the_pod() -> None:
 
 
 def test_the_command_line_is_the_operators_and_vllm_parses_it() -> None:
-    out = run(on_aws(kvCache={"enabled": True, "cpuSize": "12Gi"}))
+    out = run(on_rag(kvCache={"enabled": True, "cpuSize": "12Gi"}))
     args = out.status["plan"]["engineArgs"]
     assert args == engine_command(runtime(out))
     assert args[-2:] == ["--kv-transfer-config", lmcache.KV_TRANSFER_CONFIG]
     assert json.loads(args[-1])["kv_connector"] == "LMCacheConnectorV1"
     assert vllm_cli.problems(args[3:]) == []  # after `vllm serve MODEL`
     assert runtime(out)["spec"]["lmCacheConfig"]["cpuOffloadingBufferSize"] == "12"
+
+
+def test_shared_wires_the_clusters_cache_server() -> None:
+    out = run(on_rag(kvCache={"enabled": True, "shared": True}))
+    cfg = runtime(out)["spec"]["lmCacheConfig"]
+    url = RAG["status"]["vllm"]["cacheServer"]["url"]
+    assert url.startswith("lm://") and url.endswith(":80")
+    assert (cfg["remoteUrl"], cfg["remoteSerde"]) == (url, "naive")
+    assert out.status["plan"]["kvCache"]["remote"] == {"url": url, "serde": "naive"}
+    alone = runtime(run(on_rag(kvCache={"enabled": True})))["spec"]["lmCacheConfig"]
+    assert "remoteUrl" not in alone and "remoteSerde" not in alone
 
 
 # --- refusals through the whole function, each naming the field --------------------------------
@@ -181,7 +195,20 @@ LLMD = next(
 )
 
 
+def without_cache_server() -> dict[str, Any]:
+    c = copy.deepcopy(RAG)
+    del c["status"]["vllm"]["cacheServer"]
+    return c
+
+
 REFUSALS = [
+    (
+        "shared-without-a-cache-server",
+        on_rag(kvCache={"enabled": True, "shared": True}),
+        without_cache_server(),
+        "spec.parameters.kvCache.shared: InferenceCluster a-team/inference-rag runs no shared KV "
+        "cache (status.vllm.cacheServer): set spec.parameters.apps.vllm.cacheServer.enabled: true",
+    ),
     (
         "llmd-backend",
         claim(
@@ -196,29 +223,29 @@ REFUSALS = [
     ),
     (
         "simulator",
-        on_aws(engine={"simulate": True}, kvCache={"enabled": True}),
-        AWS,
+        on_rag(engine={"simulate": True}, kvCache={"enabled": True}),
+        RAG,
         "spec.parameters.kvCache.enabled: the inference simulator",
     ),
     (
         "pooling-model",
-        on_aws("BAAI/bge-m3", kvCache={"enabled": True}),
-        AWS,
+        on_rag("BAAI/bge-m3", kvCache={"enabled": True}),
+        RAG,
         "is a embed (pooling) model",
     ),
     (
         "kv-transfer-in-extra-args",
-        on_aws(
+        on_rag(
             kvCache={"enabled": True},
             engine={"extraArgs": ["--kv-transfer-config", '{"kv_connector":"NixlConnector"}']},
         ),
-        AWS,
+        RAG,
         "spec.parameters.engine.extraArgs sets --kv-transfer-config",
     ),
     (
         "more-than-the-node",
-        on_aws(kvCache={"enabled": True, "cpuSize": "500Gi"}),
-        AWS,
+        on_rag(kvCache={"enabled": True, "cpuSize": "500Gi"}),
+        RAG,
         "spec.parameters.kvCache.cpuSize: 500Gi per GPU",
     ),
     (
