@@ -73,6 +73,13 @@ def refusal(spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan) 
             "LMCache 0.4.2 stores one KV shape for every layer (lmcache/integration/vllm/"
             "utils.py, kv_shape) and cannot hold their state: remove kvCache"
         )
+    lmcache_env = [k for k, _ in spec.engine.env if k.startswith("LMCACHE_")]
+    if lmcache_env:
+        return (
+            f"{F}.enabled: {P}.engine.env sets {lmcache_env[0]}, and the operator sets "
+            "LMCache's variables from kvCache (a second value would change the buffer the "
+            "pod's memory is sized for): remove it"
+        )
     if engine_args.sets(spec.engine.extra_args, KV_TRANSFER_FLAG):
         return (
             f"{F}.enabled: {P}.engine.extraArgs sets {KV_TRANSFER_FLAG}, which the operator "

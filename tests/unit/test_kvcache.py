@@ -243,6 +243,15 @@ REFUSALS = [
         "spec.parameters.engine.extraArgs sets --kv-transfer-config",
     ),
     (
+        "lmcache-variable-in-env",
+        on_rag(
+            kvCache={"enabled": True},
+            engine={"env": [{"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": "500"}]},
+        ),
+        RAG,
+        "spec.parameters.engine.env sets LMCACHE_MAX_LOCAL_CPU_SIZE",
+    ),
+    (
         "more-than-the-node",
         on_rag(kvCache={"enabled": True, "cpuSize": "500Gi"}),
         RAG,
