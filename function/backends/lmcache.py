@@ -13,6 +13,10 @@ vllmruntime_controller.go at 217fadb, `deploymentForVLLMRuntime`):
 - `diskOffloadingBufferSize` non-empty (the CRD defaults it to "8Gi"): LMCACHE_LOCAL_DISK=True,
   which LMCache takes as a relative directory named "True" on the container's own layer: always
   written as "" (disk offloading is not offered: the operator mounts no volume for it).
+
+The operator appends `vllmConfig.env` after its own variables, and the later of two variables
+of one name wins: LMCACHE_LOG_LEVEL=INFO there undoes the DEBUG it forces (a log line per
+chunk stored or retrieved).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from function.spec_kvcache import F
 # (vllmruntime_controller.go at 217fadb).
 KV_TRANSFER_FLAG = "--kv-transfer-config"
 KV_TRANSFER_CONFIG = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+# LMCache's log level (lmcache/logging.py reads LMCACHE_LOG_LEVEL), over the operator's DEBUG.
+LOG_LEVEL_ENV = (("LMCACHE_LOG_LEVEL", "INFO"),)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class LMCache:
     """What the VLLMRuntime and status.plan.kvCache carry for an offloading engine."""
 
     config: dict[str, Any]  # VLLMRuntime spec.lmCacheConfig
+    env: tuple[tuple[str, str], ...]  # more of vllmConfig.env
     memory: str  # the engine pod's memory request and limit, buffer included
     status: dict[str, Any]
 
@@ -143,7 +150,7 @@ def lmcache(
         config |= {"remoteUrl": url, "remoteSerde": serde}
         status = {"remote": {"url": url, "serde": serde}}
     memory = sizing.memory_quantity(offload.pod_memory_mib)
-    return LMCache(config, memory, tiers(plan, offload, memory) | status)
+    return LMCache(config, LOG_LEVEL_ENV, memory, tiers(plan, offload, memory) | status)
 
 
 def tiers(plan: sizing.Plan, offload: Offload, memory: str) -> dict[str, Any]:

@@ -235,6 +235,8 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # engine stays offline.
         env.append(("HF_HUB_OFFLINE", "1"))
     offload = lmcache(spec, facts, plan, target)
+    if offload is not None:
+        env += offload.env
     runtime = vllm_runtime(
         name=name,
         namespace=target.namespace,

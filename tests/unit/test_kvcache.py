@@ -150,6 +150,12 @@ def test_offloading_renders_lmcache_config_and_grows_the_pod() -> None:
     cfg = r_on["spec"]["lmCacheConfig"]
     # A plain number of GiB (LMCache float()s it), and the disk tier stated off.
     assert cfg == {"enabled": True, "cpuOffloadingBufferSize": "30", "diskOffloadingBufferSize": ""}
+    # The operator forces LMCACHE_LOG_LEVEL=DEBUG; our variable comes after it and wins.
+    env = r_on["spec"]["vllmConfig"]["env"]
+    assert env[-1] == {"name": "LMCACHE_LOG_LEVEL", "value": "INFO"}
+    assert not any(
+        e["name"].startswith("LMCACHE_") for e in r_off["spec"]["vllmConfig"].get("env", [])
+    )
     mem_off = r_off["spec"]["deploymentConfig"]["resources"]["memory"]
     mem_on = r_on["spec"]["deploymentConfig"]["resources"]["memory"]
     assert (mem_off, mem_on) == ("8Gi", "38Gi")
