@@ -174,6 +174,7 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
 # entry in the cluster's ledger: the GPU budget, placement and router names count them).
 CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     "examples/state/llm-qwen-on-aws.yaml": ("examples/cluster-aws.yaml",),
+    "examples/state/llm-rag-offload.yaml": ("examples/cluster-rag.yaml",),
     "examples/state/llm-autoscaled.yaml": (
         "examples/cluster-aws.yaml",
         "examples/llm-qwen-on-aws.yaml",

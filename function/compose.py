@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from function.backends import lmcache as kv_offload
 from function.backends.base import Build, Engine
 from function.backends.registry import backend_for
 from function.cluster import ledger
@@ -104,6 +105,7 @@ def decide(inputs: Inputs, out: Outcome) -> None:
         if image is None:
             return
         count = budget(where, sized, out)
+        kv_offload.check(where.spec, sized.facts, sized.plan)
         backend = backend_for(where.spec, sized.plan)
         job = Build(
             where.spec, where.target, sized.facts, sized.plan, image, count, inputs, sized.roles

@@ -36,6 +36,7 @@ from function.spec_fields import (
     short,
 )
 from function.spec_fleet import Fleet, parse_fleet
+from function.spec_kvcache import KvCacheSpec, parse_kv_cache
 from function.spec_serving import (
     Autoscaling,
     Disaggregation,
@@ -83,6 +84,8 @@ class LLMSpec:
     disaggregation: Disaggregation | None = None
     # placement, globalEndpoint, spillover: the model over several clusters (None: one)
     fleet: Fleet | None = None
+    # kvCache: LMCache KV offloading (function/spec_kvcache.py)
+    kv_cache: KvCacheSpec = field(default_factory=KvCacheSpec)
 
     @property
     def llmd(self) -> bool:
@@ -299,6 +302,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         llmd_profile=profile,
         disaggregation=disaggregation,
         fleet=parse_fleet(params, selector is not None),
+        kv_cache=parse_kv_cache(params),
     )
 
 

@@ -27,6 +27,7 @@ from function.backends.common import (
     place,
     scaler,
 )
+from function.backends.lmcache import KV_TRANSFER_CONFIG, KV_TRANSFER_FLAG, lmcache
 from function.backends.resources import (
     CONFIG_HASH_ANNOTATION,
     ENGINE_PORT,
@@ -72,6 +73,7 @@ def vllm_runtime(
     cache_access_mode: str = "ReadWriteOnce",
     replicas: int | None = 1,
     runtime_class: str | None = None,
+    lmcache_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -91,6 +93,8 @@ def vllm_runtime(
       takes it back from the autoscaler (`omit_replicas`);
     - `runtime_class`: the cluster's RuntimeClass for GPU pods (None: the CRD's default,
       `nvidia`, which the NVIDIA GPU Operator creates);
+    - `lmcache_config`: `spec.lmCacheConfig` (function/backends/lmcache.py); left out when
+      None (the CRD's default is `enabled: false`);
     - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
       variable `ENGINE_SECRET_ENV` (`model.hfTokenSecret`): the Hugging Face token, or vLLM's
       API key when the claim sets one (the download Job fetched the weights then).
@@ -140,6 +144,8 @@ def vllm_runtime(
         "vllmConfig": vllm_config,
         "deploymentConfig": deployment,
     }
+    if lmcache_config is not None:
+        spec["lmCacheConfig"] = dict(lmcache_config)
     if cache:
         storage = {
             "enabled": True,
@@ -189,7 +195,10 @@ def engine_command(runtime: Mapping[str, Any]) -> list[str]:
         args += ["--tensor-parallel-size", str(cfg["tensorParallelSize"])]
     if cfg.get("gpuMemoryUtilization"):
         args += ["--gpu_memory_utilization", cfg["gpuMemoryUtilization"]]
-    return args + list(cfg.get("extraArgs", []))
+    args += list(cfg.get("extraArgs", []))
+    if dig(spec, "lmCacheConfig", "enabled") is True and cfg.get("v1"):
+        args += [KV_TRANSFER_FLAG, KV_TRANSFER_CONFIG]  # the operator appends it last
+    return args
 
 
 def build_production_stack(job: Build, out: Outcome) -> Engine:
@@ -225,6 +234,9 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # Face token: the weights are in the cache (the download Job used the token), so the
         # engine stays offline.
         env.append(("HF_HUB_OFFLINE", "1"))
+    offload = lmcache(spec, facts, plan, target)
+    if offload is not None:
+        env += offload.env
     runtime = vllm_runtime(
         name=name,
         namespace=target.namespace,
@@ -232,7 +244,8 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         image=image,
         gpus=plan.gpus,
         cpu=plan.cpu,
-        memory=plan.memory,
+        # LMCache's CPU buffer is pinned memory in the engine's processes: the pod grows by it.
+        memory=offload.memory if offload else plan.memory,
         shm_size=plan.shm_size,
         dtype=plan.dtype,
         gpu_memory_utilization=plan.gpu_memory_utilization,
@@ -252,6 +265,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # when KEDA owns it.
         replicas=0 if not fetch.done else (None if count.autoscaled else count.low),
         runtime_class=target.runtime_class,
+        lmcache_config=offload.config if offload else None,
     )
     place_cache(
         spec,
@@ -304,6 +318,9 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         "startSeconds": cache.start_s,
         "startupBudgetSeconds": cache.startup_budget_s,
     }
+    if offload is not None:
+        out.status_extra["kvCache"] = offload.status
+        out.status_extra["memory"] = offload.memory
     given = engine_args.last_value(
         runtime["spec"]["vllmConfig"].get("extraArgs", []), engine_args.MAX_MODEL_LEN
     )

@@ -86,6 +86,8 @@ class Target:
     # Its monitoring (status.apps.monitoring, status.monitoring): Prometheus's and Grafana's
     # in-cluster URLs, and the label Grafana's sidecar loads dashboard ConfigMaps by.
     monitoring: Monitoring | None = None
+    # LMCache's shared KV cache beside the router (status.vllm.cacheServer): (url, serde).
+    cache_server: tuple[str, str] | None = None
 
     @property
     def router_host(self) -> str | None:
@@ -292,6 +294,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
         max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
         monitoring=monitoring_of(status),
+        cache_server=_cache_server(dig(status, "vllm", "cacheServer")),
     )
 
 
@@ -315,6 +318,14 @@ def monitoring_of(status: dict[str, Any]) -> Monitoring | None:
         dashboard_label=pairs,
         grafana=grafana if valid_url(grafana) else None,
     )
+
+
+def _cache_server(value: object) -> tuple[str, str] | None:
+    """status.vllm.cacheServer: LMCache's remote URL (lm://host:port) and serde."""
+    url, serde = dig(value, "url"), dig(value, "serde")
+    if not isinstance(url, str) or not url.startswith("lm://"):
+        return None
+    return url, serde if isinstance(serde, str) and serde else "naive"
 
 
 def _shared_storage(value: object) -> SharedClass | None:

@@ -481,6 +481,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "vllmStack": pin("vllm_stack"),
         "productionStackOperator": pin("production_stack_operator"),
         "productionStackOperatorImage": pin("production_stack_operator_image"),
+        "cacheServerImage": f"{pin('vllm_image_repository')}:{pin('vllm_image_tag')}",
         "keda": pin("keda"),
         "lws": pin("lws"),
         "agentgateway": pin("agentgateway"),

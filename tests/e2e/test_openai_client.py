@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -146,3 +147,70 @@ def test_runs_as_the_job_runs_it(router: str) -> None:
     assert missing.returncode == 1 and "does not list nope/model" in missing.stderr
     usage = subprocess.run([sys.executable, "-c", source], capture_output=True, timeout=60)
     assert usage.returncode == 2
+
+
+class PodRouter(Router):
+    """Names the pod that answered in x-inference-pod, as the inference simulator does behind
+    the router: `pods` says how a request picks one (`sticky`: by the session header, as the
+    router's `session` logic; `alternating`: round robin; `one`: a single replica; `none`: no
+    header)."""
+
+    pods = "sticky"
+    counter: ClassVar[list[int]] = [0]
+
+    def _send(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        session = self.headers.get("x-session-id", "")
+        self.counter[0] += 1
+        pod = {
+            "sticky": f"pod-{sorted(['s1', 's2', 's3']).index(session) % 2 if session else 0}",
+            "alternating": f"pod-{self.counter[0] % 2}",
+            "one": "pod-0",
+        }.get(self.pods)
+        if pod is not None and self.command == "POST":
+            self.send_header(openai_client.POD_HEADER, pod)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def pod_router(request: pytest.FixtureRequest) -> Iterator[str]:
+    handler = type("P", (PodRouter,), {**ALL, "pods": request.param, "counter": [0]})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("pod_router", "problem"),
+    [
+        ("sticky", None),
+        ("alternating", "session s1 moved between pods ['pod-0', 'pod-1']"),
+        ("one", "every session landed on pod-0: stickiness not shown"),
+        ("none", "session s1: a response without x-inference-pod"),
+    ],
+    indirect=["pod_router"],
+    ids=["sticky sessions", "round robin", "one replica", "no pod header"],
+)
+def test_sessions_stay_on_one_pod(pod_router: str, problem: str | None) -> None:
+    seen, problems = openai_client.sessions(pod_router, "a/b", "x-session-id", 3, 3)
+    assert sorted(seen) == ["s1", "s2", "s3"] and all(len(p) == 3 for p in seen.values())
+    assert problems[:1] == ([problem] if problem else [])
+
+
+@pytest.mark.parametrize("pod_router", ["sticky"], indirect=True)
+def test_sessions_run_as_the_job_runs_it(pod_router: str) -> None:
+    source = (SCRIPTS / "openai_client.py").read_text()
+    run = subprocess.run(
+        [sys.executable, "-c", source, "sessions", pod_router, "a/b", "x-session-id", "3", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "s1: pod-0, pod-0" in run.stdout and "s2: pod-1, pod-1" in run.stdout
