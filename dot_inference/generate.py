@@ -118,6 +118,17 @@ def llmd_upstream(schemas: Path | None = None) -> dict[str, object]:
     }
 
 
+def monitoring_upstream(schemas: Path | None = None) -> dict[str, object]:
+    """{dashboards: {file: JSON text}}: the Grafana dashboards an InferenceCluster with
+    apps.monitoring delivers, unmodified from ``<schemas>/production-stack-dashboards``."""
+    from dot_inference.apiserver import schema_dirs
+
+    folder = (schemas or schema_dirs()[0]) / "production-stack-dashboards"
+    if not folder.is_dir():
+        raise GenerateError(f"{folder} is missing: the dashboards are vendored in schemas/")
+    return {"dashboards": {f.name: f.read_text() for f in sorted(folder.glob("*.json"))}}
+
+
 def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[str, str]:
     """Evaluate kcl/main.k and return {relative path: file text}. `schemas` is the upstream
     schemas folder the installed CRDs come from (default the vendored schemas/)."""
@@ -131,6 +142,7 @@ def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[s
                 name="productionStack", value=json.dumps(production_stack_upstream(schemas))
             ),
             api.Argument(name="llmd", value=json.dumps(llmd_upstream(schemas))),
+            api.Argument(name="monitoring", value=json.dumps(monitoring_upstream(schemas))),
             api.Argument(name="limits", value=json.dumps(_limits(kcl_dir.parent))),
             api.Argument(name="release", value=release.kcl_option(kcl_dir.parent)),
         ],

@@ -486,6 +486,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "agentgateway": pin("agentgateway"),
         "traefik": pin("traefik"),
         "clusterAutoscaler": pin("cluster_autoscaler"),
+        "kubePrometheusStack": pin("kube_prometheus_stack"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [
         "crossplane-contrib-function-kcl",
