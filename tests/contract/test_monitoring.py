@@ -34,8 +34,11 @@ PROMETHEUS = "http://kube-prometheus-stack-prometheus.monitoring.svc.cluster.loc
 GRAFANA = "http://kube-prometheus-stack-grafana.monitoring.svc.cluster.local"
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 
-# Series the vLLM engine exports (vLLM 0.17.1 vllm/v1/metrics/loggers.py, PrometheusStatLogger;
-# a histogram's _bucket/_sum/_count and a counter's _total are the same metric).
+# Series the vLLM engine exports (vLLM V1's PrometheusStatLogger, vllm/v1/metrics/loggers.py;
+# a histogram's _bucket/_sum/_count and a counter's _total are the same metric). The project
+# runs 0.17.1; its tree was out of reach here (the vllm mirror exceeds the fetch limit and the
+# PyPI index has no 0.17.1 wheel), so these names were read from a stored copy of loggers.py
+# and V1 users of it; re-check them against v0.17.1 when it can be fetched.
 VLLM_METRICS = {
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
