@@ -118,6 +118,17 @@ def llmd_upstream(schemas: Path | None = None) -> dict[str, object]:
     }
 
 
+def monitoring_upstream(schemas: Path | None = None) -> dict[str, object]:
+    """{dashboards: {file: JSON text}}: the Grafana dashboards an InferenceCluster with
+    apps.monitoring delivers, unmodified from ``<schemas>/production-stack-dashboards``."""
+    from dot_inference.apiserver import schema_dirs
+
+    folder = (schemas or schema_dirs()[0]) / "production-stack-dashboards"
+    if not folder.is_dir():
+        raise GenerateError(f"{folder} is missing: the dashboards are vendored in schemas/")
+    return {"dashboards": {f.name: f.read_text() for f in sorted(folder.glob("*.json"))}}
+
+
 def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[str, str]:
     """Evaluate kcl/main.k and return {relative path: file text}. `schemas` is the upstream
     schemas folder the installed CRDs come from (default the vendored schemas/)."""
@@ -131,6 +142,7 @@ def render_files(kcl_dir: Path = KCL_DIR, schemas: Path | None = None) -> dict[s
                 name="productionStack", value=json.dumps(production_stack_upstream(schemas))
             ),
             api.Argument(name="llmd", value=json.dumps(llmd_upstream(schemas))),
+            api.Argument(name="monitoring", value=json.dumps(monitoring_upstream(schemas))),
             api.Argument(name="limits", value=json.dumps(_limits(kcl_dir.parent))),
             api.Argument(name="release", value=release.kcl_option(kcl_dir.parent)),
         ],
@@ -203,18 +215,7 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
         "examples/cluster-control-plane.yaml",
         "examples/llm-qwen-on-aws.yaml",
     ),
-    "examples/state/llm-latency-autoscaled.yaml": ("examples/cluster-aws.yaml",),
-}
-# Monitoring status a state's clusters publish, per the monitoring contract
-# (docs/inferencecluster.md, Monitoring): until examples/cluster-with-monitoring.yaml (the
-# cluster side of monitoring) is in this tree to render it, the one example that needs it
-# gets it here; once it is, its CLUSTER_STATE entry names that cluster and this goes.
-MONITORING_STATUS: dict[str, dict] = {
-    "examples/state/llm-latency-autoscaled.yaml": {
-        "prometheus": "http://kube-prometheus-stack-prometheus.monitoring.svc.cluster.local:9090",
-        "grafana": "http://kube-prometheus-stack-grafana.monitoring.svc.cluster.local",
-        "dashboardLabel": {"grafana_dashboard": "1"},
-    },
+    "examples/state/llm-latency-autoscaled.yaml": ("examples/cluster-with-monitoring.yaml",),
 }
 # When the models already on a cluster were created: before any example claim.
 PEER_CREATED = "2026-01-01T00:00:00Z"
@@ -246,9 +247,6 @@ def cluster_states(root: Path) -> dict[str, str]:
                 # Ready, as it would be once its resources are.
                 ready = [{"type": "Ready", "status": "True", "reason": "Available"}]
                 status = {**result.xr.get("status", {}), "conditions": ready}
-                if target in MONITORING_STATUS and "monitoring" not in status:
-                    status["apps"] = {**status.get("apps", {}), "monitoring": True}
-                    status["monitoring"] = MONITORING_STATUS[target]
                 docs.append({**claim, "status": status})
                 clusters.append(path)
                 continue

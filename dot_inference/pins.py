@@ -62,4 +62,11 @@ def pin(ref: str, root: Path = ROOT) -> str:
 def same_version(a: str, b: str) -> bool:
     """Equal versions, whether or not written with a leading `v` (charts drop it, tags keep
     it: KEDA's chart 2.20.2 is the release v2.20.2)."""
-    return a.removeprefix("v") == b.removeprefix("v")
+    return tag_version(a) == tag_version(b)
+
+
+def tag_version(tag: str) -> str:
+    """The version a tag names: without a leading `v`, and without the chart's name that a
+    repository of several charts prefixes its tags with (prometheus-community/helm-charts tags
+    chart 88.5.3 `kube-prometheus-stack-88.5.3`)."""
+    return re.sub(r"^.*-(?=v?\d+\.)", "", tag).removeprefix("v")

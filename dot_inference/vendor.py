@@ -223,9 +223,13 @@ def wanted(source: Source, root: Path = ROOT) -> str:
     if (message := _disagree(values)) is not None:
         raise VendorError(f"{SCHEMAS}/{source.folder}: {message}")
     value = next(iter(values.values()))
-    if not source.tag or value.startswith("v") or not source.tag.startswith("v"):
+    if not source.tag:
         return value
-    return f"v{value}"
+    # A chart's name before the version (`kube-prometheus-stack-88.5.3`) stays.
+    prefix = source.tag[: len(source.tag) - len(pins.tag_version(source.tag))].removesuffix("v")
+    if value.startswith("v") or not source.tag.removeprefix(prefix).startswith("v"):
+        return prefix + value
+    return f"{prefix}v{value}"
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -39,6 +39,7 @@ RESERVED = frozenset(
         "lws-system",
         "agentgateway-system",
         "dot-inference-system",
+        "monitoring",
     }
 )
 RESERVED_PREFIX = "kube-"

@@ -262,6 +262,7 @@ def test_status_tells_llminference_what_it_needs(provider: str, package: dict) -
         "vllm": True,
         "keda": keda,
         "lws": False,
+        "monitoring": False,
         "llmd": False,
         "ingress": True,
     }
@@ -303,6 +304,7 @@ def test_apps_toggled_off_leave_no_trace(provider: str, package: dict) -> None:
         "vllm": False,
         "keda": False,
         "lws": False,
+        "monitoring": False,
         "llmd": False,
         "ingress": False,
     }
@@ -487,6 +489,7 @@ def test_versions_reach_the_program_from_versions_k(package: dict) -> None:
         "agentgateway": pin("agentgateway"),
         "traefik": pin("traefik"),
         "clusterAutoscaler": pin("cluster_autoscaler"),
+        "kubePrometheusStack": pin("kube_prometheus_stack"),
     }
     assert [s["functionRef"]["name"] for s in package["composition"]["spec"]["pipeline"]] == [
         "crossplane-contrib-function-kcl",

@@ -57,7 +57,12 @@ def test_the_cluster_installs_exactly_the_crds_the_tests_validate_against() -> N
 def test_generate_refuses_crds_of_another_commit(tmp_path: Path) -> None:
     other = tmp_path / "production-stack"
     shutil.copytree(UPSTREAM, other)
-    for folder in ("gateway-api", "gateway-api-inference-extension", "llm-d-router"):
+    for folder in (
+        "gateway-api",
+        "gateway-api-inference-extension",
+        "llm-d-router",
+        "production-stack-dashboards",
+    ):
         (tmp_path / folder).symlink_to(UPSTREAM.parent / folder)
     source = (other / "SOURCE").read_text()
     (other / "SOURCE").write_text(source.replace(pin("production_stack_operator"), "deadbeef" * 5))

@@ -322,3 +322,41 @@ def test_every_vendored_crd_is_one_the_project_uses() -> None:
                 if key not in used:
                     unused.append(f"{folder}/{rel} ({key[1]})")
     assert not unused, f"vendored but never rendered, installed or validated: {unused}"
+
+
+@pytest.mark.parametrize(
+    ("pin", "tag", "same", "wanted"),
+    [
+        pytest.param("2.20.2", "v2.20.2", True, "v2.20.2", id="v-prefixed-tag"),
+        pytest.param("v1.4.1", "v1.4.1", True, "v1.4.1", id="v-prefixed-pin"),
+        pytest.param(
+            "88.5.3",
+            "kube-prometheus-stack-88.5.3",
+            True,
+            "kube-prometheus-stack-88.5.3",
+            id="chart-prefixed-tag",
+        ),
+        pytest.param("0.1.13", "vllm-stack-0.1.12", False, "vllm-stack-0.1.13", id="chart-bumped"),
+        pytest.param("88.5.3", "kube-prometheus-stack-88.5.30", False, "", id="longer-version"),
+    ],
+)
+def test_tags_of_a_repository_of_charts_name_the_chart(
+    tmp_path: Path, pin: str, tag: str, same: bool, wanted: str
+) -> None:
+    """prometheus-community/helm-charts and production-stack tag a chart's release
+    `<chart>-<version>`; the pin holds the chart's version."""
+    assert pins.same_version(pin, tag) is same
+    if not wanted:
+        return
+    (tmp_path / "kcl").mkdir()
+    (tmp_path / "kcl" / "versions.k").write_text(f'thing = "{pin}"\n')
+    source = vendor.Source(
+        folder="thing",
+        repository="o/r",
+        commit="0" * 40,
+        path=".",
+        pins=("kcl/versions.k:thing",),
+        files={},
+        tag=tag,
+    )
+    assert vendor.wanted(source, tmp_path) == wanted
