@@ -48,10 +48,22 @@ def elements_per_slot_rank(facts: ModelFacts, tp: int, layer_share: float = 1.0)
     hidden = facts.hidden_size or facts.attention_heads * facts.head_dim
     q = facts.attention_heads * facts.head_dim
     kv = max(facts.kv_heads * facts.head_dim / tp, facts.head_dim)
-    inter = facts.intermediate_size or 4 * hidden
+    inter = facts.intermediate_size or _intermediate_from_params(facts, hidden, q)
     per_layer = 7 * hidden + (2 * q + 3 * inter) / tp + 2 * kv
     embeddings = 2 * (hidden + facts.vocab_size)
     return facts.layers * layer_share * per_layer + embeddings
+
+
+def _intermediate_from_params(facts: ModelFacts, hidden: int, q: int) -> float:
+    """The MLP width of a dense model whose config the catalog did not record: what its
+    parameters leave per layer after attention (q, k, v, o), over gate, up and down
+    (3 x hidden each), counting the embeddings once (tied), so the width comes out high
+    rather than low. 4 x hidden when the parameters are not known."""
+    if not facts.total_params_b or not facts.layers or not hidden:
+        return 4 * hidden
+    per_layer = (facts.total_params_b * 1e9 - facts.vocab_size * hidden) / facts.layers
+    attention = hidden * (2 * q + 2 * facts.kv_heads * facts.head_dim)
+    return max(per_layer - attention, 0.0) / (3 * hidden) or 4 * hidden
 
 
 def buffer_gib(
