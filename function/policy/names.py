@@ -63,7 +63,9 @@ def check_served_names(
                     "use that model, or deploy this one into another namespace "
                     f"({P}.targetNamespace), outside the router"
                     if i == 0
-                    else "choose another name"
+                    else "choose another alias"
+                    if i <= len(spec.aliases)
+                    else "choose another adapter name"
                 ),
             )
 

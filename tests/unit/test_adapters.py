@@ -351,3 +351,21 @@ def test_adapters_on_the_simulator() -> None:
     i = args.index("--lora-modules")
     assert args[i + 1] == '{"name":"qwen-sql","path":"a-team/qwen-sql-lora"}'
     assert args[args.index("--max-loras") + 1] == "1"
+
+
+def test_adapter_names_count_as_the_models_names_behind_the_router() -> None:
+    """Another claim's adapters take their names on the router (peers), and a collision names
+    the adapter's field."""
+    from function.cluster import peers
+    from function.policy.names import _name_field
+
+    assert peers.adapter_names({"adapters": [SQL, {"name": 3}, "x"]}) == ("qwen-sql",)
+    spec = parse(xr(aliases=["qwen"], adapters=[SQL, {"name": "b", "source": "org/b"}]))
+    assert spec.routed_names == (MODEL, "qwen", "qwen-sql", "b")
+    fields = [_name_field(spec, i) for i in range(4)]
+    assert fields == [
+        "spec.parameters.model",
+        "spec.parameters.aliases[0]",
+        "spec.parameters.adapters[0].name",
+        "spec.parameters.adapters[1].name",
+    ]
