@@ -369,3 +369,33 @@ def test_adapter_names_count_as_the_models_names_behind_the_router() -> None:
         "spec.parameters.adapters[0].name",
         "spec.parameters.adapters[1].name",
     ]
+
+
+QUERIES = [
+    # name, params, required, expected repos
+    ("no adapters", {}, {"secret-hf-token": []}, ()),
+    ("token Secret not fetched yet", {"adapters": [SQL]}, {}, ()),
+    ("simulated", {"adapters": [SQL], "engine": {"simulate": True}}, {"secret-hf-token": []}, ()),
+    ("asked", {"adapters": [SQL]}, {"secret-hf-token": []}, ("a-team/qwen-sql-lora",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "required", "expected"), QUERIES, ids=[c[0] for c in QUERIES]
+)
+def test_adapter_hub_queries(name: str, params: dict, required: dict, expected: tuple) -> None:
+    """The Hub is asked about adapters as about a model: once Crossplane fetched the token
+    Secret (the plan asks for it), never for a simulated model."""
+    from function.model.facts import HF_TOKEN_REQUIREMENT, adapter_queries
+
+    repos, _ = adapter_queries(Inputs(xr=xr(**params), required=required))
+    assert repos == expected
+    if expected:
+        assert HF_TOKEN_REQUIREMENT in _compose(**params).requirements
+
+
+def test_offline_hub_is_not_asked_about_adapters() -> None:
+    from function.model.hub import HubClient
+
+    answer = HubClient(offline=True).lookup_adapter("org/sql")
+    assert answer.status == "offline" and answer.adapter_config is None
