@@ -290,7 +290,11 @@ def golden_renders(root: Path, states: dict[str, str]) -> dict[str, str]:
     from collections import Counter
 
     from dot_inference.crossplane import documents, render
+    from function.model import hub as hub_client
 
+    # Offline, as `dot-inference render` is by default: a golden digest cannot depend on what
+    # the Hub answers today (adapters' adapter_config.json, models the catalog lacks).
+    hub_client.reset_client(hub_client.HubClient(offline=True))
     pkg = documents.load_package(root / "package")
     renders: dict[str, dict] = {}
     for path in sorted((root / "examples").glob("*.yaml")):

@@ -21,7 +21,7 @@ from google.protobuf import struct_pb2 as structpb
 from function.cluster import ledger
 from function.compose import compose
 from function.model import hub
-from function.model.facts import hub_query
+from function.model.facts import adapter_queries, hub_query
 from function.outcome import Inputs, Outcome
 
 _STATUS = {
@@ -165,6 +165,12 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
                 # the catalog lacks (cached, bounded by a deadline; function/model/hub.py).
                 answer = await hub.client().lookup_async(query.model, query.revision, query.token)
                 inputs = dataclasses.replace(inputs, hub=answer)
+            repos, token = adapter_queries(inputs)
+            if repos:
+                # Each adapter's adapter_config.json (its rank, modules, base model), asked
+                # the same way (function/model/adapters.py reads it).
+                answers = {r: await hub.client().lookup_adapter_async(r, token) for r in repos}
+                inputs = dataclasses.replace(inputs, adapter_hub=answers)
             write(compose(inputs), rsp)
         except Exception as e:  # the function must answer whatever happens
             self.log.exception("unexpected error", tag=req.meta.tag)

@@ -60,6 +60,11 @@ MAX_SPILLOVER: int = int(_DATA["fleet"]["maxSpillover"])
 ALIAS = re.compile(_DATA["servedModelAliases"]["pattern"])
 ALIAS_MAX_LENGTH: int = int(_DATA["servedModelAliases"]["maxLength"])
 ALIAS_MAX_ITEMS: int = int(_DATA["servedModelAliases"]["maxItems"])
+# spec.parameters.adapters: how many, the LoRA ranks vLLM accepts, the URL form of a source.
+ADAPTER_MAX_ITEMS: int = int(_DATA["adapters"]["maxItems"])
+LORA_RANKS: tuple[int, ...] = tuple(int(r) for r in _DATA["adapters"]["ranks"])
+ADAPTER_URL = re.compile(_DATA["adapters"]["urlPattern"])
+ADAPTER_SOURCE_MAX_LENGTH: int = int(_DATA["adapters"]["sourceMaxLength"])
 # Autoscaling metric -> (default target, largest target), in the order the API lists them.
 AUTOSCALING_METRICS: dict[str, tuple[int, int]] = {
     m: (int(v["defaultTarget"]), int(v["max"])) for m, v in _DATA["autoscaling"]["metrics"].items()

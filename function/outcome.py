@@ -58,6 +58,9 @@ class Inputs:
     # What the Hugging Face Hub said about a model the catalog lacks (fn.py asks, hub.py
     # answers); None: not asked (the catalog knows it, or the token Secret is being fetched).
     hub: HubAnswer | None = None
+    # What the Hub said of each adapter's adapter_config.json (spec.parameters.adapters),
+    # by repository; empty: not asked (simulated, offline render, no adapters).
+    adapter_hub: dict[str, HubAnswer] = field(default_factory=dict)
 
 
 def condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:

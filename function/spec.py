@@ -24,6 +24,7 @@ from function.limits import (
 )
 from function.plan.storage import ACCESS_MODES
 from function.policy import llmd_profiles
+from function.spec_adapters import Adapter, parse_adapters
 from function.spec_engine import EngineOverrides, parse_engine
 from function.spec_fields import (
     DNS_SUBDOMAIN,
@@ -86,6 +87,8 @@ class LLMSpec:
     fleet: Fleet | None = None
     # kvCache: LMCache KV offloading (function/spec_kvcache.py)
     kv_cache: KvCacheSpec = field(default_factory=KvCacheSpec)
+    # spec.parameters.adapters: LoRA adapters served beside the model (function/spec_adapters.py)
+    adapters: tuple[Adapter, ...] = ()
 
     @property
     def llmd(self) -> bool:
@@ -97,6 +100,11 @@ class LLMSpec:
         """Every name the engine answers to: the Hugging Face id first (vLLM labels its
         metrics with the first), then the aliases."""
         return (self.model, *self.aliases)
+
+    @property
+    def routed_names(self) -> tuple[str, ...]:
+        """Every name a request's `model` may use: the served names, then the adapters'."""
+        return (*self.served_names, *(a.name for a in self.adapters))
 
     @property
     def cluster_field(self) -> str:
@@ -281,6 +289,24 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
             "run vLLM",
         )
     backend, profile, disaggregation = parse_backend(params, engine)
+    adapters = parse_adapters(params)
+    if adapters and backend == "llmd":
+        raise SpecError(
+            f"{P}.adapters",
+            [a.name for a in adapters],
+            f"{P}.adapters: not offered with {P}.backend llmd: its endpoint picker routes by "
+            "the InferencePool's model names, which the function does not yet map to "
+            "adapters; serve the adapters with backend productionStack",
+        )
+    if adapters and api_key is not None:
+        raise SpecError(
+            f"{P}.adapters",
+            [a.name for a in adapters],
+            f"{P}.adapters: with {P}.apiKeySecretRef the engine runs offline "
+            "(HF_HUB_OFFLINE: its one Secret variable carries the API key, not a Hugging Face "
+            "token), so vLLM could not download the adapters; remove apiKeySecretRef to "
+            "serve adapters",
+        )
     return LLMSpec(
         name=name,
         namespace=namespace,
@@ -303,6 +329,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         disaggregation=disaggregation,
         fleet=parse_fleet(params, selector is not None),
         kv_cache=parse_kv_cache(params),
+        adapters=adapters,
     )
 
 

@@ -161,7 +161,7 @@ def plan_status(
         }
     if engine.max_model_len:
         s["maxModelLen"] = engine.max_model_len
-    return {"plan": s, "endpoint": endpoint, "servedModelNames": list(spec.served_names)}
+    return {"plan": s, "endpoint": endpoint, "servedModelNames": list(spec.routed_names)}
 
 
 def memory_condition(facts: catalog.ModelFacts | None, plan: sizing.Plan, out: Outcome) -> None:

@@ -80,6 +80,17 @@ def refusal(spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan) 
             "LMCache 0.4.2 stores one KV shape for every layer (lmcache/integration/vllm/"
             "utils.py, kv_shape) and cannot hold their state: remove kvCache"
         )
+    if spec.adapters:
+        # LMCache 0.4.2's CacheEngineKey has lora fields its vLLM integration never sets
+        # (lmcache/v1/cache_engine.py passes lora_id=None, lora_name=None; nothing under
+        # lmcache/integration/vllm reads a request's LoRA), so a chunk's key is the model and
+        # the tokens only; vLLM's own prefix cache keys blocks by adapter as well.
+        return (
+            f"{F}.enabled: {P}.adapters serves {spec.adapters[0].name}, and LMCache 0.4.2 keys "
+            "a cached chunk by model and tokens, not by adapter: a request to an adapter could "
+            "reuse KV the base model or another adapter computed. Remove kvCache, or serve "
+            "the adapters from a claim without it"
+        )
     lmcache_env = [k for k, _ in spec.engine.env if k.startswith("LMCACHE_")]
     if lmcache_env:
         return (

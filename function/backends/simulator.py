@@ -190,6 +190,7 @@ def place_simulator(
         else (plan.engine.max_num_seqs if plan.engine else None),
         kv_cache=spec.autoscaling is not None and spec.autoscaling.metric == "kvCacheUsage",
         extra_args=spec.engine.extra_args,
+        adapters=tuple((a.name, a.repo) for a in spec.adapters),
     )
     place(
         spec,

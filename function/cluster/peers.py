@@ -100,7 +100,7 @@ def _peer(xr: dict[str, Any]) -> Peer | None:
     return Peer(
         name=name,
         created=created if isinstance(created, str) else "",
-        served_names=(model, *strings(params.get("aliases"))),
+        served_names=(model, *strings(params.get("aliases")), *adapter_names(params)),
         target_namespace=namespace if isinstance(namespace, str) and namespace else None,
         gpus=gpus or 1,
         max_replicas=most,
@@ -138,6 +138,15 @@ def by_cluster(found: list[dict[str, Any]], me: str) -> dict[str, list[Peer]]:
     for peers in out.values():
         peers.sort(key=lambda p: (p.created or "~", p.name))
     return out
+
+
+def adapter_names(params: dict[str, Any]) -> tuple[str, ...]:
+    """The names of a model's LoRA adapters (spec.parameters.adapters[].name), which the
+    router routes like the model's own."""
+    found = params.get("adapters")
+    if not isinstance(found, list):
+        return ()
+    return strings([a.get("name") for a in found if isinstance(a, dict)])
 
 
 def published_names(xr: dict[str, Any]) -> tuple[str, ...]:

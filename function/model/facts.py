@@ -74,6 +74,32 @@ def hub_query(inputs: Inputs) -> HubQuery | None:
     return HubQuery(model=spec.model, revision=spec.engine.revision, token=token)
 
 
+def adapter_queries(inputs: Inputs) -> tuple[tuple[str, ...], str | None]:
+    """The adapters' repositories fn.py should ask the Hub about (their adapter_config.json),
+    and the token to ask with (the claim's Hugging Face token when Crossplane fetched it);
+    none for a simulated model, which is planned without the Hub."""
+    try:
+        spec = parse(inputs.xr)
+    except SpecError:
+        return (), None
+    if spec.engine.simulate or not spec.adapters or HF_TOKEN_REQUIREMENT not in inputs.required:
+        return (), None  # asked once Crossplane fetched the token Secret, as for a model
+    found = inputs.required[HF_TOKEN_REQUIREMENT]
+    token = secret_value(found, hub_token_ref(spec).key) if found else None
+    return tuple(a.repo for a in spec.adapters), token
+
+
+def require_hub_token(spec: LLMSpec, out: Outcome) -> None:
+    """Ask Crossplane for the Secret whose token the Hub is asked with."""
+    ref = hub_token_ref(spec)
+    out.requirements[HF_TOKEN_REQUIREMENT] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "matchName": ref.name,
+        "namespace": spec.namespace,
+    }
+
+
 def hf_token_ref(spec: LLMSpec, facts: catalog.ModelFacts | None) -> SecretRef | None:
     if spec.hf_token_secret is not None:
         return spec.hf_token_secret

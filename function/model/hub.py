@@ -47,6 +47,9 @@ MISS_TTL_S = 120.0
 CACHE_ENTRIES = 1024
 # Small files vLLM reads beside config.json, fetched when the repository has them.
 SIDE_FILES = ("params.json", "tokenizer_config.json", "sentence_bert_config.json")
+# A LoRA adapter's PEFT config (spec.parameters.adapters), cached apart from models.
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_KEY = "adapter:"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class HubAnswer:
     model: HubModel | None = None
     message: str = ""  # why it is not `found`, naming the model; never the token
     revision: str | None = None
+    # A LoRA adapter's adapter_config.json (`lookup_adapter`), as JSON data.
+    adapter_config: dict[str, Any] | None = None
 
 
 def _truthy(value: str | None) -> bool:
@@ -147,11 +152,87 @@ class HubClient:
         """`lookup` without blocking the event loop that serves gRPC."""
         return await asyncio.to_thread(self.lookup, model_id, revision, token)
 
+    def lookup_adapter(self, repo: str, token: str | None = None) -> HubAnswer:
+        """A LoRA adapter's adapter_config.json (function/model/adapters.py reads it), with
+        the cache, deadline and offline switch of `lookup`; never raises."""
+        key = (ADAPTER_KEY + repo.lower(), "main", _token_key(token))
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        if self.offline:
+            return HubAnswer(
+                "offline",
+                message=f"HF_HUB_OFFLINE is set, so the Hub was not asked about adapter {repo}",
+            )
+        with self._lock:
+            future = self._pending.get(key)
+            if future is None:
+                future = self._pool.submit(self._ask_and_store, key, repo, None, token, True)
+                self._pending[key] = future
+        try:
+            return future.result(timeout=self.deadline_s)
+        except FutureTimeout:
+            return HubAnswer(
+                "unreachable",
+                message=f"the Hugging Face Hub ({self.endpoint}) did not answer about adapter "
+                f"{repo} within {self.deadline_s:g} s; still asking in the background",
+            )
+
+    async def lookup_adapter_async(self, repo: str, token: str | None = None) -> HubAnswer:
+        return await asyncio.to_thread(self.lookup_adapter, repo, token)
+
+    def _ask_adapter(self, repo: str, token: str | None) -> HubAnswer:
+        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub import errors as hf_errors
+
+        constants.HF_HUB_OFFLINE = False
+        try:
+            with tempfile.TemporaryDirectory(prefix="dot-inference-hub-") as tmp:
+                path = hf_hub_download(
+                    repo,
+                    ADAPTER_CONFIG,
+                    token=token or False,
+                    cache_dir=tmp,
+                    etag_timeout=REQUEST_TIMEOUT_S,
+                    endpoint=self.endpoint,
+                )
+                with open(path, encoding="utf-8") as handle:
+                    doc = json.load(handle)
+        except hf_errors.GatedRepoError:
+            return HubAnswer("gated", message=f"adapter {repo} is gated")
+        except hf_errors.EntryNotFoundError:
+            return HubAnswer("not_found", message=f"{repo} has no {ADAPTER_CONFIG}")
+        except hf_errors.RepositoryNotFoundError:
+            return HubAnswer(
+                "not_found",
+                message=f"adapter {repo} does not exist on the Hugging Face Hub (or it is private)",
+            )
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return HubAnswer("not_found", message=f"{repo}'s {ADAPTER_CONFIG} is not JSON")
+        except Exception as e:
+            return HubAnswer(
+                "unreachable",
+                message=f"reading {ADAPTER_CONFIG} of {repo} from the Hub failed "
+                f"({type(e).__name__})",
+            )
+        if not isinstance(doc, dict):
+            return HubAnswer("not_found", message=f"{repo}'s {ADAPTER_CONFIG} is not an object")
+        return HubAnswer("found", adapter_config=doc)
+
     def _ask_and_store(
-        self, key: tuple[str, str, str], model_id: str, revision: str | None, token: str | None
+        self,
+        key: tuple[str, str, str],
+        model_id: str,
+        revision: str | None,
+        token: str | None,
+        adapter: bool = False,
     ) -> HubAnswer:
         try:
-            answer = self._ask(model_id, revision, token)
+            answer = (
+                self._ask_adapter(model_id, token)
+                if adapter
+                else self._ask(model_id, revision, token)
+            )
         except Exception as e:  # a lookup must never take the function down
             answer = HubAnswer(
                 "unreachable",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from function.errors import FieldError
 from function.limits import TENSOR_PARALLEL_CANDIDATES, GpuShape
@@ -42,6 +43,9 @@ from function.model import kv_cache, vllm_memory
 from function.model.catalog import ModelFacts
 from function.model.sizing_hints import HINTS, SPAN, bigger_gpu_hint, offer
 from function.model.vllm_memory import GPU_MEMORY_UTILIZATION, EngineSettings
+
+if TYPE_CHECKING:
+    from function.model.adapters import LoraPlan
 
 GPU_FIELD = "spec.parameters.gpu"
 MODEL_FIELD = "spec.parameters.model"
@@ -93,6 +97,9 @@ class Plan:
     # Nodes of one replica: tensor parallel inside a node (tensor_parallel_size GPUs), one
     # pipeline stage per node (vLLM's multi-node guide: TP = GPUs per node, PP = nodes).
     nodes: int = 1
+    # LoRA buffers per GPU (spec.parameters.adapters; function/model/lora_memory.py)
+    lora_gib: float = 0.0
+    lora: LoraPlan | None = None  # the adapters as vLLM serves them (function/model/adapters.py)
 
     @property
     def pipeline_parallel_size(self) -> int:
@@ -466,6 +473,7 @@ def plan(
             kv_cache.bytes_per_token(facts.kv_layers, memory.allocator) * memory.stage_share
         ),
         context_auto=not facts.context_known,
+        lora_gib=round(memory.lora, 3),
     )
 
 

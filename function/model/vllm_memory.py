@@ -13,9 +13,10 @@ import math
 from dataclasses import dataclass
 
 from function.limits import GpuShape
-from function.model import kv_cache
+from function.model import kv_cache, lora_memory
 from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.model.kv_cache import Allocator
+from function.model.lora_memory import LoraShape
 
 GPU_MEMORY_UTILIZATION = 0.9
 # vLLM's batch defaults for its OpenAI server (vllm/engine/arg_utils.py `get_batch_defaults`):
@@ -35,6 +36,9 @@ class EngineSettings:
     max_num_batched_tokens: int | None = None  # None: vLLM's default for the GPU
     max_num_seqs: int | None = None
     overridden: tuple[str, ...] = ()  # the flags the claim set
+    # LoRA slots and rank (spec.parameters.adapters; None: no --enable-lora), whose buffers
+    # vLLM allocates with the weights (function/model/lora_memory.py).
+    lora: LoraShape | None = None
 
     def batch(self, gpu: GpuShape, pooling: bool, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) as vLLM 0.17.1 resolves them for its
@@ -128,11 +132,12 @@ class _Memory:
     # KV cache.
     pipeline: int = 1
     stage_share: float = 1.0
+    lora: float = 0.0  # LoRA buffers (function/model/lora_memory.py)
 
     @property
     def kv_budget(self) -> float:
         """What vLLM gives the KV cache on this GPU."""
-        return self.requested - self.weights - self.activation - self.non_torch
+        return self.requested - self.weights - self.lora - self.activation - self.non_torch
 
     @property
     def safety(self) -> float:
@@ -180,6 +185,7 @@ def gpu_memory(
         stage_share=_stage_share(facts, pipeline),
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
         weights=facts.weights_gib * _stage_share(facts, pipeline) / gpus,
+        lora=lora_memory.buffer_gib(facts, gpus, engine.lora, _stage_share(facts, pipeline)),
         activation=_activation_gib(facts, gpus, batched, seqs),
         non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
         allocator=_allocator(facts, gpus, engine, batched),
@@ -208,7 +214,7 @@ def required_gib(
     tokens = tokens or _useful_tokens(facts)
     memory = gpu_memory(facts, gpus, gpu, engine, tokens, pipeline)
     kv = _kv_gib(facts, memory, tokens)
-    need = memory.weights + memory.activation + memory.non_torch + kv
+    need = memory.weights + memory.lora + memory.activation + memory.non_torch + kv
     need += max(KV_SAFETY_MIN_GIB, kv * KV_SAFETY_FRACTION / (1 - KV_SAFETY_FRACTION))
     if facts.min_vram_gib:
         need = max(need, facts.min_vram_gib / (gpus * pipeline))

@@ -4,9 +4,11 @@ plan."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from function.cluster.target import Target
-from function.model import catalog, catalog_lookup, node_fit, sizing, vllm_memory
-from function.model.facts import as_run, model_facts
+from function.model import adapters, catalog, catalog_lookup, node_fit, sizing, vllm_memory
+from function.model.facts import as_run, model_facts, require_hub_token
 from function.outcome import Inputs, Outcome
 from function.plan import storage
 from function.spec import LLMSpec, P, SpecError
@@ -43,7 +45,18 @@ def plan_model(
             "estimate from; set spec.parameters.gpu to the number of GPUs it needs"
             + (f", or did you mean {near}?" if near else ""),
         )
+    if spec.adapters and not spec.engine.simulate:
+        require_hub_token(spec, out)  # fn.py then asks for each adapter_config.json
+    lora = adapters.plan_adapters(
+        spec.adapters,
+        spec.model,
+        facts,
+        adapters.configs_from(inputs.adapter_hub),
+        out.warnings,
+    )
     engine = engine_settings(spec)
+    if lora is not None:
+        engine = dataclasses.replace(engine, lora=lora.shape)
     facts = as_run(spec, facts)
     try:
         if facts is None:
@@ -64,6 +77,11 @@ def plan_model(
             target.pod_cpu_millicores - storage.FETCH_CPU_MILLICORES,
             target.pod_memory_mib - storage.FETCH_MEMORY_MIB,
             f"one {target.instance_type or 'GPU node'} of {target.cluster or 'the cluster'}",
+        )
+    if lora is not None:
+        plan = dataclasses.replace(plan, lora=lora)
+        out.status_extra["adapters"] = adapters.lora_status(
+            lora, plan.lora_gib if facts is not None else None
         )
     if facts is None:
         return None, plan, "unknown"

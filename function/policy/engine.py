@@ -9,6 +9,7 @@ from function.cluster.target import Target
 from function.model import catalog, sizing
 from function.outcome import Outcome
 from function.policy import engine_args, tenancy
+from function.policy.lora_args import vllm_lora_args
 from function.spec import LLMSpec, P, SpecError
 
 # The variable the production-stack controller fills from `model.hfTokenSecret` (the only
@@ -63,6 +64,8 @@ def vllm_args(
     # and lists one model card per name at /v1/models (entrypoints/openai/models/
     # serving.py), each of which the router registers for routing.
     args = ["--served-model-name", *spec.served_names]
+    # spec.parameters.adapters: LoRA, served statically (function/policy/lora_args.py).
+    args += vllm_lora_args(plan.lora)
     if spec.api_key_secret is not None and api_key_arg:
         # The controller's one variable from a Secret carries the key (see
         # build_production_stack); the kubelet expands $(HF_TOKEN) in the arguments, so the

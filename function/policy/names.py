@@ -45,14 +45,14 @@ def check_served_names(
         if (peer.target_namespace or target.router_namespace) != target.namespace:
             continue
         earlier = peer.before(created, spec.name)
-        for i, served in enumerate(spec.served_names):
+        for i, served in enumerate(spec.routed_names):
             # A name belongs to the model that came first, and to one that already serves
             # it (a running model keeps its names when an older claim is edited).
             taken = served in peer.served_names and earlier
             taken = taken or (served in peer.published_names and served not in mine)
             if not taken:
                 continue
-            field = f"{P}.model" if i == 0 else f"{P}.aliases[{i - 1}]"
+            field = _name_field(spec, i)
             raise SpecError(
                 field,
                 served,
@@ -64,8 +64,19 @@ def check_served_names(
                     f"({P}.targetNamespace), outside the router"
                     if i == 0
                     else "choose another alias"
+                    if i <= len(spec.aliases)
+                    else "choose another adapter name"
                 ),
             )
+
+
+def _name_field(spec: LLMSpec, i: int) -> str:
+    """The field that gives the i-th of the claim's routed names."""
+    if i == 0:
+        return f"{P}.model"
+    if i <= len(spec.aliases):
+        return f"{P}.aliases[{i - 1}]"
+    return f"{spec.adapters[i - 1 - len(spec.aliases)].field}.name"
 
 
 def check_host(spec: LLMSpec, target: Target, others: list[peers.Peer], created: str) -> None:

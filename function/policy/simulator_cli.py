@@ -22,6 +22,7 @@ from pathlib import Path
 from function import datafile
 from function.policy import engine_args
 from function.policy.engine_args import Problem
+from function.policy.lora_args import simulator_lora_args
 
 _DATA = datafile.load(Path(__file__).with_name("simulator_flags.yaml"))
 VERSION: str = str(_DATA["version"])
@@ -153,6 +154,7 @@ def command(
     max_num_seqs: int | None,
     kv_cache: bool,
     extra_args: Sequence[str],
+    adapters: tuple[tuple[str, str], ...] = (),
 ) -> list[str]:
     """The simulator's arguments (its image's entrypoint is the simulator itself)."""
     args = ["--model", model, "--served-model-name", *served_names, "--port", str(PORT)]
@@ -166,4 +168,6 @@ def command(
     if kv_cache:
         # vllm:kv_cache_usage_perc stays 0 unless the simulator keeps a KV cache.
         args.append("--enable-kvcache")
+    # spec.parameters.adapters: each adapter's name answers too (function/policy/lora_args.py).
+    args += simulator_lora_args(adapters)
     return args + list(DEFAULT_LATENCY) + list(extra_args)

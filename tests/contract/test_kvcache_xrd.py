@@ -41,6 +41,15 @@ REJECTED = [
         xr(model="a/b", engine={"simulate": True}, kvCache={"enabled": True}),
         "holds no KV cache to offload",
     ),
+    (
+        "with adapters (CEL)",
+        xr(
+            model="a/b",
+            kvCache={"enabled": True},
+            adapters=[{"name": "b-sql", "source": "a/b-sql"}],
+        ),
+        "kvCache and adapters are exclusive",
+    ),
 ]
 
 

@@ -67,6 +67,16 @@ ACCEPTED = [
         ),
     ),
     (
+        "adapters by id and by URL",
+        xr(
+            model="a/b",
+            adapters=[
+                {"name": "s", "source": "o/s", "rank": 16},
+                {"name": "t", "source": "https://huggingface.co/o/t"},
+            ],
+        ),
+    ),
+    (
         "autoscaled with aliases",
         xr(
             model="a/b",
@@ -192,6 +202,46 @@ REJECTED = [
     ),
     ("nine aliases", xr(model="a/b", aliases=[f"x{i}" for i in range(9)]), "aliases"),
     ("unknown backend", xr(model="a/b", backend="vllm"), "spec.parameters.backend"),
+    (
+        "adapter source not the Hub",
+        xr(model="a/b", adapters=[{"name": "s", "source": "https://example.com/o/s"}]),
+        "spec.parameters.adapters[0].source",
+    ),
+    (
+        "adapter rank above vLLM's",
+        xr(model="a/b", adapters=[{"name": "s", "source": "o/s", "rank": 513}]),
+        "spec.parameters.adapters[0].rank",
+    ),
+    (
+        "adapter without source",
+        xr(model="a/b", adapters=[{"name": "s"}]),
+        "source",
+    ),
+    (
+        "two adapters, one name (CEL)",
+        xr(model="a/b", adapters=[{"name": "s", "source": "o/s"}, {"name": "s", "source": "o/t"}]),
+        "each adapter needs its own name",
+    ),
+    (
+        "adapter named like an alias (CEL)",
+        xr(model="a/b", aliases=["s"], adapters=[{"name": "s", "source": "o/s"}]),
+        "an adapter's name must not be",
+    ),
+    (
+        "adapters with llm-d (CEL)",
+        xr(
+            model="a/b",
+            backend="llmd",
+            clusterRef={"name": "c"},
+            adapters=[{"name": "s", "source": "o/s"}],
+        ),
+        "adapters are served with backend productionStack",
+    ),
+    (
+        "adapters with an API key (CEL)",
+        xr(model="a/b", apiKeySecretRef={"name": "k"}, adapters=[{"name": "s", "source": "o/s"}]),
+        "adapters and apiKeySecretRef are exclusive",
+    ),
     (
         "unknown llm-d profile",
         xr(model="a/b", backend="llmd", clusterRef={"name": "c"}, llmd={"profile": "x"}),

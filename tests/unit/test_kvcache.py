@@ -258,6 +258,16 @@ REFUSALS = [
         "spec.parameters.engine.env sets LMCACHE_MAX_LOCAL_CPU_SIZE",
     ),
     (
+        "adapters",
+        on_rag(
+            kvCache={"enabled": True},
+            adapters=[{"name": "qwen-sql", "source": "a-team/qwen-sql-lora", "rank": 16}],
+        ),
+        RAG,
+        "spec.parameters.kvCache.enabled: spec.parameters.adapters serves qwen-sql, and "
+        "LMCache 0.4.2 keys a cached chunk by model and tokens, not by adapter",
+    ),
+    (
         "more-than-the-node",
         on_rag(kvCache={"enabled": True, "cpuSize": "500Gi"}),
         RAG,
