@@ -122,29 +122,7 @@ class HubClient:
         """What the Hub says about `model_id` at `revision` (None: main), within the
         deadline; never raises."""
         key = (model_id.lower(), revision or "main", _token_key(token))
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        if self.offline:
-            return HubAnswer(
-                "offline",
-                message=f"HF_HUB_OFFLINE is set, so the Hub was not asked about {model_id}",
-            )
-        with self._lock:
-            future = self._pending.get(key)
-            if future is None:
-                future = self._pool.submit(self._ask_and_store, key, model_id, revision, token)
-                self._pending[key] = future
-        try:
-            return future.result(timeout=self.deadline_s)
-        except FutureTimeout:
-            return HubAnswer(
-                "unreachable",
-                message=(
-                    f"the Hugging Face Hub ({self.endpoint}) did not answer about {model_id} "
-                    f"within {self.deadline_s:g} s; still asking in the background"
-                ),
-            )
+        return self._lookup(key, model_id, model_id, revision, token, adapter=False)
 
     async def lookup_async(
         self, model_id: str, revision: str | None = None, token: str | None = None
@@ -156,26 +134,40 @@ class HubClient:
         """A LoRA adapter's adapter_config.json (function/model/adapters.py reads it), with
         the cache, deadline and offline switch of `lookup`; never raises."""
         key = (ADAPTER_KEY + repo.lower(), "main", _token_key(token))
+        return self._lookup(key, repo, f"adapter {repo}", None, token, adapter=True)
+
+    def _lookup(
+        self,
+        key: tuple[str, str, str],
+        repo: str,
+        what: str,
+        revision: str | None,
+        token: str | None,
+        *,
+        adapter: bool,
+    ) -> HubAnswer:
+        """The cache, the offline switch, one question in flight per key, the deadline."""
         cached = self._cached(key)
         if cached is not None:
             return cached
         if self.offline:
             return HubAnswer(
-                "offline",
-                message=f"HF_HUB_OFFLINE is set, so the Hub was not asked about adapter {repo}",
+                "offline", message=f"HF_HUB_OFFLINE is set, so the Hub was not asked about {what}"
             )
         with self._lock:
             future = self._pending.get(key)
             if future is None:
-                future = self._pool.submit(self._ask_and_store, key, repo, None, token, True)
+                future = self._pool.submit(self._ask_and_store, key, repo, revision, token, adapter)
                 self._pending[key] = future
         try:
             return future.result(timeout=self.deadline_s)
         except FutureTimeout:
             return HubAnswer(
                 "unreachable",
-                message=f"the Hugging Face Hub ({self.endpoint}) did not answer about adapter "
-                f"{repo} within {self.deadline_s:g} s; still asking in the background",
+                message=(
+                    f"the Hugging Face Hub ({self.endpoint}) did not answer about {what} "
+                    f"within {self.deadline_s:g} s; still asking in the background"
+                ),
             )
 
     async def lookup_adapter_async(self, repo: str, token: str | None = None) -> HubAnswer:

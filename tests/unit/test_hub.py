@@ -269,3 +269,81 @@ def test_hub_answers_never_crash_the_function(function_hub) -> None:
     rsp = run(request(xr("acme/Broken-7B"), required={"secret-hf-token": []}))
     assert status_of(rsp)["plan"]["modelSource"] == "estimated"
     assert any("config.json of acme/Broken-7B" in m for m in messages(rsp))
+
+
+# A LoRA adapter repository as the Hub serves it: a test fixture (not a recording), the
+# shape of a PEFT adapter_config.json; `lookup_adapter` reads it through huggingface_hub.
+ADAPTER = "a-team/qwen-sql-lora"
+ADAPTER_DOC = {
+    "id": ADAPTER,
+    "sha": "0" * 40,
+    "siblings": [{"rfilename": "adapter_config.json", "size": 600}],
+    "files": {
+        "adapter_config.json": {
+            "base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct",
+            "peft_type": "LORA",
+            "r": 32,
+            "lora_alpha": 64,
+            "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+            "task_type": "CAUSAL_LM",
+        }
+    },
+}
+
+# (case, repository, what the Hub holds for it, the status, a part of the message)
+ADAPTER_ANSWERS = [
+    ("an adapter the Hub has", ADAPTER, ADAPTER_DOC, "found", ""),
+    ("an adapter it does not have", "a-team/nothing-lora", None, "not_found", "does not exist"),
+    (
+        "a repository without adapter_config.json",
+        ADAPTER,
+        {**ADAPTER_DOC, "files": {}},
+        "not_found",
+        "has no adapter_config.json",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("repo", "doc", "status", "says"),
+    [a[1:] for a in ADAPTER_ANSWERS],
+    ids=[a[0] for a in ADAPTER_ANSWERS],
+)
+def test_adapter_answers(recorded, repo: str, doc: dict | None, status: str, says: str) -> None:
+    if doc is not None:
+        recorded.models[ADAPTER] = doc
+    answer = client(recorded).lookup_adapter(repo)
+    assert answer.status == status, answer.message
+    assert says in answer.message
+    if status == "found":
+        assert answer.adapter_config == ADAPTER_DOC["files"]["adapter_config.json"]
+
+
+def test_an_adapter_answer_is_cached_apart_from_a_model_of_the_same_name(recorded) -> None:
+    recorded.models[ADAPTER] = ADAPTER_DOC
+    hub_client = client(recorded)
+    assert hub_client.lookup_adapter(ADAPTER).status == "found"
+    asked = len(recorded.requests)
+    assert hub_client.lookup_adapter(ADAPTER).status == "found"
+    assert len(recorded.requests) == asked, "the second answer came from the cache"
+    assert hub_client.lookup(ADAPTER).adapter_config is None
+
+
+def test_the_plan_takes_the_adapters_rank_from_the_hub(function_hub) -> None:
+    function_hub.models[ADAPTER] = ADAPTER_DOC
+    claim = xr(MODEL, "qwen", adapters=[{"name": "qwen-sql", "source": ADAPTER}])
+    # Asked once Crossplane has looked for the token Secret (here: there is none).
+    rsp = run(request(claim, required={"secret-hf-token": []}))
+    (adapter,) = status_of(rsp)["plan"]["adapters"]["adapters"]
+    assert (adapter["rank"], adapter["rankSource"]) == (32, "hub")
+    assert status_of(rsp)["plan"]["adapters"]["maxLoraRank"] == 32
+
+
+def test_an_adapter_for_another_model_on_the_hub_is_refused(function_hub) -> None:
+    other = {**ADAPTER_DOC["files"]["adapter_config.json"], "base_model_name_or_path": "x/Llama-3"}
+    function_hub.models[ADAPTER] = {**ADAPTER_DOC, "files": {"adapter_config.json": other}}
+    claim = xr(MODEL, "qwen", adapters=[{"name": "qwen-sql", "source": ADAPTER}])
+    # Asked once Crossplane has looked for the token Secret (here: there is none).
+    rsp = run(request(claim, required={"secret-hf-token": []}))
+    fatal = [r.message for r in rsp.results if r.severity == 1]
+    assert fatal and "spec.parameters.adapters[0]" in fatal[0] and "x/Llama-3" in fatal[0], fatal
