@@ -49,6 +49,9 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# Figures of the function, not of the network: the Hub is never asked (an example's adapters
+# would be, function/model/hub.py); the function-grpc server inherits this.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 from dot_inference.crossplane import documents, render  # noqa: E402
 from function.model import vllm_memory  # noqa: E402
