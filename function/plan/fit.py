@@ -78,6 +78,18 @@ def plan_model(
             target.pod_memory_mib - storage.FETCH_MEMORY_MIB,
             f"one {target.instance_type or 'GPU node'} of {target.cluster or 'the cluster'}",
         )
+    if lora is not None and plan.nodes > 1:
+        # A replica over several nodes is a LeaderWorkerSet whose pods start with
+        # HF_HUB_OFFLINE=1 from weights their init containers fetched (backends/multinode.py):
+        # nothing fetches the adapters, and vLLM cannot download them offline.
+        raise SpecError(
+            f"{P}.adapters",
+            len(lora.adapters),
+            f"{P}.adapters: {spec.model} runs over {plan.nodes} nodes (a LeaderWorkerSet), "
+            "whose engines start offline from the model the init containers fetched; nothing "
+            "fetches the adapters there. Serve the adapters with a model that fits one node, "
+            "or remove adapters",
+        )
     if lora is not None:
         plan = dataclasses.replace(plan, lora=lora)
         out.status_extra["adapters"] = adapters.lora_status(

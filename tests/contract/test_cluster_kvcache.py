@@ -109,3 +109,52 @@ def test_the_cache_server_is_valid_and_published(package: dict) -> None:  # noqa
         "url": f"lm://{servers[0]['metadata']['name']}.{ns}.svc.cluster.local:80",
         "serde": "naive",
     }
+
+
+def on_aws(size: str, memory: str | None) -> dict[str, Any]:
+    c = copy.deepcopy(_example("cluster-rag.yaml"))
+    c["spec"]["parameters"]["nodes"]["size"] = size
+    server = c["spec"]["parameters"]["apps"]["vllm"]["cacheServer"]
+    server.pop("memory", None)
+    if memory is not None:
+        server["memory"] = memory
+    return c
+
+
+# The CacheServer's pod runs on the general pool (the operator gives it no GPU toleration):
+# (case, nodes.size, cacheServer.memory, the refusal or None)
+CACHE_SERVER_FIT = [
+    ("the default on small nodes", "small", None, None),
+    ("half a small node", "small", "4Gi", None),
+    ("more than half a small node", "small", "5Gi", "at most 4Gi, or a larger"),
+    ("16Gi on large nodes", "large", "16Gi", None),
+    ("32Gi on large nodes", "large", "32Gi", "at most 16Gi"),
+    ("in Mi", "medium", "8192Mi", None),
+    ("in Ti", "large", "1Ti", "at most 16Gi"),
+]
+
+
+@pytest.mark.parametrize(
+    ("size", "memory", "says"),
+    [c[1:] for c in CACHE_SERVER_FIT],
+    ids=[c[0] for c in CACHE_SERVER_FIT],
+)
+def test_the_cache_server_fits_the_general_pool(
+    size: str,
+    memory: str | None,
+    says: str | None,
+    package: dict,  # noqa: F811
+) -> None:
+    result = _render(package, on_aws(size, memory))
+    if says is None:
+        assert not result.fatal, result.fatal
+        (server,) = [
+            o["spec"]["forProvider"]["manifest"]
+            for o in result.composed
+            if o["kind"] == "Object"
+            and o["spec"]["forProvider"]["manifest"]["kind"] == "CacheServer"
+        ]
+        assert server["spec"]["resources"] == {"cpu": "500m", "memory": memory or "4Gi"}
+    else:
+        fatal = ANSI.sub("", result.fatal or "")
+        assert "spec.parameters.apps.vllm.cacheServer.memory" in fatal and says in fatal, fatal

@@ -351,3 +351,17 @@ def test_without_a_shared_class_each_pod_has_its_own_cache_and_says_the_cost() -
     cache = out.status["plan"]["cache"]
     assert (cache["layout"], cache["claims"], cache["downloads"]) == ("perPod", 2, 2)
     assert "publishes no shared (ReadWriteMany) class" in cache["reason"]
+
+
+def test_adapters_on_a_replica_over_several_nodes_are_refused() -> None:
+    # Its pods start with HF_HUB_OFFLINE=1 from what the init containers fetched: vLLM could
+    # not download the adapters, so the claim is refused rather than left crash-looping.
+    xr = claim(
+        "meta-llama/Llama-3.1-405B-Instruct",
+        gpu=16,
+        adapters=[{"name": "llama-sql", "source": "a-team/llama-405b-sql-lora", "rank": 16}],
+    )
+    out = run(xr)
+    assert out.fatal is not None and out.fatal.startswith("spec.parameters.adapters:"), out.fatal
+    assert "runs over 2 nodes (a LeaderWorkerSet)" in out.fatal
+    assert not any(k.startswith(f"{LWS}-") for k in out.resources)
