@@ -4,6 +4,7 @@ simulator (each command line passes vLLM 0.17.1's parser), and status.plan.adapt
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -399,3 +400,46 @@ def test_offline_hub_is_not_asked_about_adapters() -> None:
 
     answer = HubClient(offline=True).lookup_adapter("org/sql")
     assert answer.status == "offline" and answer.adapter_config is None
+
+
+# The MLP width the LoRA estimate uses when the catalog lacks it, against the models' own
+# config.json intermediate_size (Hugging Face): the estimate counts tied embeddings once, so
+# for untied models it comes out high (more buffer planned, never less), by under 10%.
+MLP_WIDTHS = [
+    ("Qwen/Qwen2.5-0.5B-Instruct", 4864),
+    ("Qwen/Qwen2.5-1.5B-Instruct", 8960),
+    ("Qwen/Qwen2.5-7B-Instruct", 18944),
+    ("meta-llama/Llama-3.1-8B-Instruct", 14336),
+    ("Qwen/Qwen2.5-32B-Instruct", 27648),
+]
+
+
+@pytest.mark.parametrize(("model", "width"), MLP_WIDTHS, ids=[m for m, _ in MLP_WIDTHS])
+def test_the_mlp_width_estimate_is_close_and_not_low(model: str, width: int) -> None:
+    facts = catalog_lookup.lookup(model)
+    assert facts is not None and not facts.intermediate_size
+    hidden = facts.hidden_size or facts.attention_heads * facts.head_dim
+    q = facts.attention_heads * facts.head_dim
+    estimate = lora_memory._intermediate_from_params(facts, hidden, q)
+    assert 0.98 * width <= estimate <= 1.10 * width, (estimate, width)
+
+
+def test_without_a_parameter_count_the_mlp_is_four_times_hidden() -> None:
+    facts = catalog_lookup.lookup(MODEL)
+    assert facts is not None
+    unknown = dataclasses.replace(facts, total_params_b=0)
+    assert lora_memory._intermediate_from_params(unknown, 1536, 1536) == 4 * 1536
+
+
+def test_a_pipeline_stage_holds_its_share_of_the_layers() -> None:
+    facts = catalog_lookup.lookup(MODEL)
+    assert facts is not None
+    whole = lora_memory.elements_per_slot_rank(facts, 1)
+    half = lora_memory.elements_per_slot_rank(facts, 1, layer_share=0.5)
+    embeddings = 2 * (1536 + 151936)
+    assert half - embeddings == pytest.approx((whole - embeddings) / 2)
+    # Tensor parallel 2: the KV slices are one head's at least, 128 wide, not 2 x 128 x 2.
+    two = lora_memory.elements_per_slot_rank(facts, 2)
+    inter = lora_memory._intermediate_from_params(facts, 1536, 1536)
+    per_layer = 7 * 1536 + (2 * 1536 + 3 * inter) / 2 + 2 * 128
+    assert two == pytest.approx(28 * per_layer + embeddings)

@@ -27,7 +27,7 @@ from function.keys import RUNTIME
 from function.model import kv_cache, sizing
 from function.model.catalog_lookup import lookup
 from function.outcome import Inputs, Outcome
-from function.plan.offload import OffloadError, size_offload, tokens
+from function.plan.offload import OffloadError, memory_mib, size_offload, tokens
 from function.policy import vllm_cli
 from function.spec import parse
 from function.spec_fields import SpecError
@@ -115,6 +115,15 @@ SIZING = [
     ("explicit-above-the-node", (200, 192479, 4, 1, 8192), "at most 179Gi fits"),
     ("node-too-small", (None, 9728, 1, 1, 8192), "leaves no room"),
     ("no-node-facts", (None, None, 8, 1, 8192), "set cpuSize"),
+    # Boundaries: a request exactly the node's allocatable schedules; one MiB less does not.
+    ("explicit-exactly-the-node", (8, 16384, 1, 1, 8192), (8, 16384)),
+    ("explicit-one-mib-over", (8, 16383, 1, 1, 8192), r"is 16384 MiB, .* at most 7Gi fits"),
+    ("explicit-room-for-one-gib", (2, 9716, 1, 1, 8192), "at most 1Gi fits"),
+    ("explicit-no-room", (8, 9000, 1, 1, 8192), "no buffer fits beside the engine"),
+    # 1280 MiB free after the pod and the Job: 80% is exactly 1 GiB.
+    ("sized-exactly-one-gib", (None, 10496, 1, 1, 8192), (1, 8192 + 1024)),
+    ("sized-just-under-one-gib", (None, 10495, 1, 1, 8192), r"cpuSize up to 2Gi \(the whole"),
+    ("node-too-small-says-the-whole-node", (None, 9728, 1, 1, 8192), r"up to 1Gi \(the whole"),
 ]
 
 
@@ -130,13 +139,30 @@ def test_the_buffer_is_what_the_node_can_give(given: tuple, expected: Any) -> No
         return
     offload = size_offload(**call)
     assert (offload.cpu_gib_per_gpu, offload.pod_memory_mib) == expected
+    assert offload.sized is (explicit is None)
+    assert offload.cpu_gib == expected[0] * gpus
     if node is not None:
         assert offload.pod_memory_mib <= node  # it schedules
 
 
 def test_tokens_are_gib_over_bytes_per_token() -> None:
     assert tokens(1, 1024) == 1024**2
+    assert tokens(1, 1) == 1024**3
     assert tokens(1, 0) == 0
+
+
+# What function/model/sizing.py writes as the pod's memory, in MiB; anything else is an error.
+QUANTITIES = [("8Gi", 8192), ("7936Mi", 7936), ("1Mi", 1), ("8G", None), ("Gi", None)]
+QUANTITIES += [("1.5Gi", None), ("8gi", None), ("8MI", None)]
+
+
+@pytest.mark.parametrize(("quantity", "mib"), QUANTITIES, ids=[q for q, _ in QUANTITIES])
+def test_memory_quantities(quantity: str, mib: int | None) -> None:
+    if mib is None:
+        with pytest.raises(ValueError, match=f"not a memory quantity in Gi or Mi: '{quantity}'"):
+            memory_mib(quantity)
+    else:
+        assert memory_mib(quantity) == mib
 
 
 # --- rendering: the runtime, the pod's memory, the command line, the plan -------------------
@@ -191,6 +217,9 @@ def test_shared_wires_the_clusters_cache_server() -> None:
     assert out.status["plan"]["kvCache"]["remote"] == {"url": url, "serde": "naive"}
     alone = runtime(run(on_rag(kvCache={"enabled": True})))["spec"]["lmCacheConfig"]
     assert "remoteUrl" not in alone and "remoteSerde" not in alone
+    # The shared tier is added to the engine's own: its CPU buffer stays.
+    assert cfg == {**alone, "remoteUrl": url, "remoteSerde": "naive"}
+    assert alone["enabled"] is True and alone["cpuOffloadingBufferSize"] == "30"
 
 
 # --- refusals through the whole function, each naming the field --------------------------------
