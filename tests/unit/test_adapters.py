@@ -443,3 +443,72 @@ def test_a_pipeline_stage_holds_its_share_of_the_layers() -> None:
     inter = lora_memory._intermediate_from_params(facts, 1536, 1536)
     per_layer = 7 * 1536 + (2 * 1536 + 3 * inter) / 2 + 2 * 128
     assert two == pytest.approx(28 * per_layer + embeddings)
+
+
+# base_model_name_or_path against the claim's model: (case, base, model, the same model?)
+BASE_MODELS = [
+    ("the hub id", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", True),
+    ("another case", "qwen/qwen2.5-1.5b-instruct", "Qwen/Qwen2.5-1.5B-Instruct", True),
+    ("a local copy", "/models/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", True),
+    (
+        "a local copy, trailing slash",
+        "/models/Qwen2.5-1.5B-Instruct/",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        True,
+    ),
+    ("a mirror id", "unsloth/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", True),
+    ("the bare name", "Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", True),
+    ("the base, not the instruct", "Qwen/Qwen2.5-1.5B", "Qwen/Qwen2.5-1.5B-Instruct", False),
+    ("another size", "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", False),
+    ("a name that only ends alike", "x/Instruct", "Qwen/Qwen2.5-1.5B-Instruct", False),
+    ("the organisation only", "Qwen", "Qwen/Qwen2.5-1.5B-Instruct", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("base", "model", "same"), [b[1:] for b in BASE_MODELS], ids=[b[0] for b in BASE_MODELS]
+)
+def test_which_base_models_are_the_claims(base: str, model: str, same: bool) -> None:
+    assert adapters._same_model(base, model) is same
+
+
+# A rank vLLM cannot serve names the field it came from: (case, configs, claim rank, field, value)
+RANK_REFUSALS = [
+    ("from the claim", {"org/sql": "unreachable"}, 1024, "spec.parameters.adapters[0].rank", 1024),
+    (
+        "from adapter_config.json",
+        {"org/sql": adapters.AdapterConfig(1024, (), MODEL)},
+        None,
+        "spec.parameters.adapters[0].source",
+        "org/sql",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("configs", "rank", "field", "value"),
+    [r[1:] for r in RANK_REFUSALS],
+    ids=[r[0] for r in RANK_REFUSALS],
+)
+def test_a_rank_above_512_names_where_it_came_from(
+    configs: dict, rank: int | None, field: str, value: object
+) -> None:
+    with pytest.raises(SpecError) as e:
+        _plan(configs, rank)
+    assert (e.value.field, e.value.value) == (field, value)
+    assert "rank 1024 is above the largest LoRA rank vLLM 0.17.1 serves (512," in str(e.value)
+    assert "use an adapter of rank 512 or less" in str(e.value)
+
+
+def test_what_the_hub_said_is_in_the_plan_and_why_not_in_the_warning() -> None:
+    config = adapters.AdapterConfig(16, ("q_proj", "v_proj"), MODEL)
+    got, _ = _plan({"org/sql": config})
+    assert got is not None
+    (planned,) = got.adapters
+    assert (planned.base_model, planned.target_modules) == (MODEL, ("q_proj", "v_proj"))
+    _, warnings = _plan({"org/sql": "the Hub did not answer within 2 s"})
+    assert warnings == [
+        "spec.parameters.adapters[0]: the Hub did not answer within 2 s; planned with rank 16 "
+        "(vLLM's default --max-lora-rank); vLLM refuses the adapter if its r is larger: state "
+        "spec.parameters.adapters[0].rank"
+    ]
