@@ -10,7 +10,7 @@ from typing import Any
 
 from function.policy import engine_args, vllm_cli
 from function.policy import simulator_cli as simulator
-from function.spec_fields import P, SpecError, short
+from function.spec_fields import P, SpecError, boolean, short
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Hugging Face revision: a branch, tag or commit (no spaces, no path tricks).
@@ -113,13 +113,7 @@ def parse_engine(params: dict) -> EngineOverrides:
                 f"{f}.env[{i}].value: {name} needs a string value (quote numbers and booleans)",
             )
         env.append((name, value))
-    simulate = engine.get("simulate", False)
-    if not isinstance(simulate, bool):
-        raise SpecError(
-            f"{f}.simulate",
-            simulate,
-            f"{f}.simulate: {short(simulate)} is not true or false",
-        )
+    simulate = boolean(engine, "simulate", f"{f}.simulate")
     if simulate:
         # extraArgs go to the inference simulator; the variables are checked as for vLLM.
         found = simulator.problems(args) + engine_args.problems([], env, max_model_len_field=False)

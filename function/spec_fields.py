@@ -47,6 +47,14 @@ def int_in(value: object, low: int, high: int) -> int | None:
     return value
 
 
+def boolean(section: dict, key: str, field: str, default: bool = False) -> bool:
+    """`section[key]` as a boolean (`default` when absent); SpecError naming `field` otherwise."""
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(field, value, f"{field}: {short(value)} is not true or false")
+    return value
+
+
 def secret_ref(params: dict, field: str, default_key: str, where: str = P) -> SecretRef | None:
     """`<where>.<field>`: a reference to one key of a Secret in the claim's namespace (None
     when absent; `key` defaults to `default_key`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from function.spec_fields import P, SpecError, short
+from function.spec_fields import P, SpecError, boolean, short
 
 F = f"{P}.kvCache"
 # Whole GiB per GPU; at most 1 TiB (a GPU node's RAM is a few TiB at most).
@@ -40,11 +40,7 @@ def parse_kv_cache(params: dict) -> KvCacheSpec:
             value[unknown[0]],
             f"{F}.{unknown[0]} is not a field of {F}; it has enabled, cpuSize and shared",
         )
-    enabled = value.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise SpecError(
-            f"{F}.enabled", enabled, f"{F}.enabled: {short(enabled)} is not true or false"
-        )
+    enabled = boolean(value, "enabled", f"{F}.enabled")
     size = value.get("cpuSize")
     cpu_gib = None
     if size is not None:
@@ -58,7 +54,5 @@ def parse_kv_cache(params: dict) -> KvCacheSpec:
                 "node's memory",
             )
         cpu_gib = int(m.group(1))
-    shared = value.get("shared", False)
-    if not isinstance(shared, bool):
-        raise SpecError(f"{F}.shared", shared, f"{F}.shared: {short(shared)} is not true or false")
+    shared = boolean(value, "shared", f"{F}.shared")
     return KvCacheSpec(enabled=enabled, cpu_gib=cpu_gib, shared=shared)

@@ -265,6 +265,23 @@ def settle(inputs: Any, world: list[dict[str, Any]], *, steady: bool = True) -> 
     return out
 
 
+def on_cluster(
+    xr: dict[str, Any], cluster: dict[str, Any] | None, observed: dict[str, Any] | None = None
+) -> Any:
+    """compose() for `xr` alone on `cluster`, settled as Crossplane runs it, with every pinned
+    image (vLLM, the simulator, llm-d's) and what was `observed` of its last reconcile."""
+    from function.outcome import Inputs
+
+    inputs = Inputs(
+        xr=xr,
+        engine_image=engine_image(),
+        simulator_image=simulator_image(),
+        observed=observed or {},
+        **llmd_images(),
+    )
+    return settle(inputs, control_plane(xr, [], cluster))
+
+
 def ledger_read(out: Any) -> bool:
     from function.cluster import ledger
 

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from function.model.catalog import ModelFacts
+from function.model.catalog import GIB, ModelFacts
 
-GIB = 1024**3
 LORA_DTYPE_BYTES = 2  # the model's 16-bit dtype (lora_dtype auto)
 
 

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from function.model.catalog import GIB
 from function.plan.storage import FETCH_MEMORY_MIB
 
+# What the buffer may take of the memory left beside the engine: a margin of our choosing, not
+# a measured figure. The rest covers what the pod uses outside vLLM's own request (LMCache's
+# Python objects and staging, the tokenizer, page cache); the buffer itself is exact (pinned
+# `max_local_cpu_size` GiB per worker).
 FREE_FRACTION = 0.8
-GIB = 1024**3
 
 
 class OffloadError(ValueError):

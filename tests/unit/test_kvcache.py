@@ -13,11 +13,8 @@ import pytest
 from conftest import (
     EXAMPLES,
     claim,
-    control_plane,
-    engine_image,
     load_yaml,
-    settle,
-    simulator_image,
+    on_cluster,
 )
 
 from dot_inference.apiserver import validate_objects
@@ -26,7 +23,7 @@ from function.backends.production_stack import engine_command
 from function.keys import RUNTIME
 from function.model import kv_cache, sizing
 from function.model.catalog_lookup import lookup
-from function.outcome import Inputs, Outcome
+from function.outcome import Outcome
 from function.plan.offload import OffloadError, memory_mib, size_offload, tokens
 from function.policy import vllm_cli
 from function.spec import parse
@@ -47,10 +44,7 @@ def on_rag(model: str = QWEN, **params: Any) -> dict[str, Any]:
 
 
 def run(xr: dict[str, Any], cluster: dict[str, Any] | None = RAG) -> Outcome:
-    return settle(
-        Inputs(xr=xr, engine_image=engine_image(), simulator_image=simulator_image()),
-        control_plane(xr, [], cluster),
-    )
+    return on_cluster(xr, cluster)
 
 
 def runtime(out: Outcome) -> dict[str, Any]:

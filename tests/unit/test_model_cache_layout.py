@@ -24,6 +24,7 @@ from conftest import (
     engine_image,
     llmd_images,
     load_yaml,
+    on_cluster,
     settle,
     simulator_image,
 )
@@ -359,15 +360,7 @@ def _claim(**params: Any) -> dict[str, Any]:
 
 
 def _run(xr: dict[str, Any], cluster: dict[str, Any], observed: dict | None = None) -> Outcome:
-    return settle(
-        Inputs(
-            xr=xr,
-            engine_image=engine_image(),
-            simulator_image=simulator_image(),
-            observed=observed or {},
-        ),
-        control_plane(xr, [], cluster),
-    )
+    return on_cluster(xr, cluster, observed)
 
 
 def _fetched(out: Outcome) -> dict[str, Any]:

@@ -15,11 +15,9 @@ import pytest
 from conftest import (
     EXAMPLES,
     PACKAGE,
-    control_plane,
     engine_image,
-    llmd_images,
     load_yaml,
-    settle,
+    on_cluster,
     simulator_image,
 )
 
@@ -72,16 +70,7 @@ def claim(cluster: str = "inference-aws", **params: Any) -> dict[str, Any]:
 
 
 def run(xr: dict[str, Any], cluster: dict[str, Any], observed: dict | None = None) -> Outcome:
-    return settle(
-        Inputs(
-            xr=xr,
-            engine_image=engine_image(),
-            simulator_image=simulator_image(),
-            observed=observed or {},
-            **llmd_images(),
-        ),
-        control_plane(xr, [], cluster),
-    )
+    return on_cluster(xr, cluster, observed)
 
 
 def fetched(out: Outcome) -> dict[str, Any]:
