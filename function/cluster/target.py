@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
+from function.model.sizing import MAX_GPU_MEMORY_GIB, MAX_GPUS_PER_NODE
 from function.plan.storage import SharedClass, parse_gib
 from function.spec import LLMSpec, P, SpecError
 
@@ -222,6 +223,13 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     if no_gpu and not (simulate and gpu.get("enabled") is False):
         raise ClusterNotReady(
             f"{ref} has not published its GPU (status.gpu.memoryGiB, status.gpu.perNode) yet"
+        )
+    if not no_gpu and (per_node > MAX_GPUS_PER_NODE or memory > MAX_GPU_MEMORY_GIB):
+        # No GPU node has that: read as not published, never sized (sizing refuses it).
+        raise ClusterNotReady(
+            f"{ref} publishes status.gpu.perNode {per_node:g} and memoryGiB {memory:g}, which "
+            f"no GPU node has (1 to {MAX_GPUS_PER_NODE} GPUs of at most "
+            f"{MAX_GPU_MEMORY_GIB:g} GiB): check spec.parameters.gpu on {ref}"
         )
     runtime_class = gpu.get("runtimeClassName")
     if (not isinstance(runtime_class, str) or not runtime_class) and not simulate:

@@ -5,6 +5,7 @@ renders or reads those fields; no caller reads a message back."""
 from __future__ import annotations
 
 import ast
+import copy
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,34 @@ def test_no_caller_reads_a_message_back() -> None:
                 ):
                     found.append(f"{path.name}:{node.lineno}")
     assert found == []
+
+
+# A cluster publishing a GPU shape no node has (a hand-edited status, a provider bug) is read
+# as not published, for vLLM and the simulator alike; sizing never sees it (found by
+# test_fn_property: perNode 65 crashed a simulated model's plan).
+IMPOSSIBLE_GPUS = [
+    ("65 per node", {"perNode": 65}, "perNode 65"),
+    ("5 TiB each", {"memoryGiB": 5000}, "memoryGiB 5000"),
+]
+
+
+@pytest.mark.parametrize("simulate", [False, True], ids=["vllm", "simulator"])
+@pytest.mark.parametrize(
+    ("gpu", "says"), [c[1:] for c in IMPOSSIBLE_GPUS], ids=[c[0] for c in IMPOSSIBLE_GPUS]
+)
+def test_a_gpu_shape_no_node_has_waits_instead_of_crashing(
+    gpu: dict, says: str, simulate: bool
+) -> None:
+    from conftest import EXAMPLES, claim, load_yaml, on_cluster
+
+    state = load_yaml(EXAMPLES / "state" / "llm-qwen-on-aws.yaml")
+    cluster = copy.deepcopy(next(o for o in state if o["kind"] == "InferenceCluster"))
+    cluster["status"]["gpu"].update(gpu)
+    engine = {"simulate": True} if simulate else {}
+    xr = claim(
+        "Qwen/Qwen2.5-7B-Instruct", clusterRef={"name": cluster["metadata"]["name"]}, engine=engine
+    )
+    out = on_cluster(xr, cluster)
+    assert out.fatal is None and not out.resources
+    messages = [c.message for c in out.conditions] + out.warnings
+    assert any(says in m and "no GPU node has" in m for m in messages), messages
