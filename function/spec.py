@@ -32,6 +32,7 @@ from function.spec_fields import (
     P,
     SecretRef,
     SpecError,
+    boolean,
     int_in,
     secret_ref,
     short,
@@ -89,6 +90,9 @@ class LLMSpec:
     kv_cache: KvCacheSpec = field(default_factory=KvCacheSpec)
     # spec.parameters.adapters: LoRA adapters served beside the model (function/spec_adapters.py)
     adapters: tuple[Adapter, ...] = ()
+    # spec.parameters.parallelism.expert: expert parallelism for a mixture of experts (None:
+    # the function chooses, function/model/expert_parallel.py)
+    expert_parallel: bool | None = None
 
     @property
     def llmd(self) -> bool:
@@ -330,7 +334,21 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         fleet=parse_fleet(params, selector is not None),
         kv_cache=parse_kv_cache(params),
         adapters=adapters,
+        expert_parallel=_expert_parallel(params),
     )
+
+
+def _expert_parallel(params: dict) -> bool | None:
+    """spec.parameters.parallelism.expert: True or False, None when not given."""
+    section = params.get("parallelism")
+    if section is None:
+        return None
+    f = f"{P}.parallelism"
+    if not isinstance(section, dict):
+        raise SpecError(f, section, f"{f} must be an object with `expert: true` or `false`")
+    if section.get("expert") is None:
+        return None
+    return boolean(section, "expert", f"{f}.expert")
 
 
 def _aliases(params: dict) -> tuple[str, ...]:

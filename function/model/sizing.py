@@ -95,15 +95,34 @@ class Plan:
     kv_bytes_per_token: int = 0  # per GPU, as the context grows
     context_auto: bool = False  # vLLM fits max_model_len itself (--max-model-len auto)
     # Nodes of one replica: tensor parallel inside a node (tensor_parallel_size GPUs), one
-    # pipeline stage per node (vLLM's multi-node guide: TP = GPUs per node, PP = nodes).
+    # pipeline stage per node (vLLM's multi-node guide: TP = GPUs per node, PP = nodes), or,
+    # for a mixture of experts, data parallel ranks spread over the nodes.
     nodes: int = 1
+    pipeline_parallel_size: int = 1
+    # Mixture of experts (function/model/expert_parallel.py): data parallel attention ranks
+    # of tensor_parallel_size GPUs each, and whether the experts are split over all
+    # tensor x data parallel ranks (vLLM's --enable-expert-parallel).
+    data_parallel_size: int = 1
+    expert_parallel: bool = False
     # LoRA buffers per GPU (spec.parameters.adapters; function/model/lora_memory.py)
     lora_gib: float = 0.0
     lora: LoraPlan | None = None  # the adapters as vLLM serves them (function/model/adapters.py)
 
     @property
-    def pipeline_parallel_size(self) -> int:
-        return self.nodes
+    def gpus_per_node(self) -> int:
+        """GPUs of one pod of the replica (one node's share)."""
+        return self.gpus // max(1, self.nodes)
+
+    @property
+    def data_parallel_local(self) -> int:
+        """Data parallel ranks on each node (vLLM's --data-parallel-size-local)."""
+        return max(1, self.data_parallel_size // max(1, self.nodes))
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """Ranks the experts are split over: every tensor x data parallel rank with expert
+        parallelism (vLLM: EP size = TP x DP), else none (1)."""
+        return self.tensor_parallel_size * self.data_parallel_size if self.expert_parallel else 1
 
 
 class SizingError(FieldError):
@@ -392,10 +411,12 @@ def plan(
     gpu: GpuShape,
     engine: EngineSettings | None = None,
     max_nodes: int = 1,
+    expert: bool | None = None,
 ) -> Plan:
     """Size a vLLM deployment of ``facts`` on ``gpus`` (None: choose) GPUs of shape ``gpu``,
     with the engine settings the claim gives (None: the function's defaults); a replica may
-    span up to ``max_nodes`` nodes (1: one node)."""
+    span up to ``max_nodes`` nodes (1: one node). ``expert``: the claim's
+    spec.parameters.parallelism.expert (None: the function chooses)."""
     engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
@@ -447,6 +468,7 @@ def plan(
         gpus=total,
         tensor_parallel_size=n,
         nodes=nodes,
+        pipeline_parallel_size=nodes,
         gpu=gpu,
         gpu_memory_utilization=engine.gpu_memory_utilization,
         dtype=DTYPE,

@@ -62,7 +62,9 @@ def plan_model(
         if facts is None:
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
         else:
-            plan = sizing.plan(facts, spec.gpu, target.gpu, engine, target.span)
+            plan = sizing.plan(
+                facts, spec.gpu, target.gpu, engine, target.span, expert=spec.expert_parallel
+            )
     except sizing.SizingError as e:
         message = e.render(one_pod=spec.llmd)
         if e.names_field:

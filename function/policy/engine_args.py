@@ -27,6 +27,7 @@ ALIASES = {
     "-pp": "--pipeline-parallel-size",
     "-dp": "--data-parallel-size",
     "-dpl": "--data-parallel-size-local",
+    "-ep": "--enable-expert-parallel",
     "-n": "--nnodes",
     "-r": "--node-rank",
 }
@@ -34,8 +35,8 @@ ALIASES = {
 _SINGLE_NODE = (
     f"{P}.gpu",
     f"the function splits a replica's {P}.gpu GPUs: tensor parallel inside a node, a pipeline "
-    "stage per node when it spans several (a cluster with apps.lws); data parallelism is "
-    "not offered",
+    "stage per node when a dense model spans several (a cluster with apps.lws), data and "
+    f"expert parallel for a mixture of experts ({P}.parallelism.expert)",
 )
 # The multi-node wiring (function/backends/resources.py vllm_serve_args): nodes, ranks, the leader.
 _NODES = (
@@ -49,6 +50,10 @@ OWNED: dict[str, tuple[str | None, str]] = {
     "--pipeline-parallel-size": _SINGLE_NODE,
     "--data-parallel-size": _SINGLE_NODE,
     "--data-parallel-size-local": _SINGLE_NODE,
+    "--enable-expert-parallel": (
+        f"{P}.parallelism.expert",
+        f"expert parallelism is {P}.parallelism.expert (the function sizes the experts per rank)",
+    ),
     "--nnodes": _NODES,
     "--node-rank": _NODES,
     "--master-addr": _NODES,
