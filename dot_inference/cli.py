@@ -470,11 +470,17 @@ def _summary(xr: dict, result: Any) -> str:
             else f"an assumed {plan.get('gpuMemoryGiB')} GiB GPU"
         )
         parts.append(f"{plan.get('model')} on {plan.get('gpus')} x {gpu}")
+        split = [f"tensor parallel {plan.get('tensorParallelSize')}"]
+        if (plan.get("pipelineParallelSize") or 1) > 1:
+            split.append(f"pipeline parallel {plan['pipelineParallelSize']}")
+        if (plan.get("dataParallelSize") or 1) > 1:
+            split.append(f"data parallel {plan['dataParallelSize']}")
+        if (plan.get("expertParallelSize") or 1) > 1:
+            split.append(f"expert parallel {plan['expertParallelSize']}")
         if (plan.get("nodes") or 1) > 1:
-            parts.append(
-                f"{plan['nodes']} nodes (tensor parallel {plan.get('tensorParallelSize')}, "
-                f"pipeline parallel {plan.get('pipelineParallelSize')})"
-            )
+            parts.append(f"{plan['nodes']} nodes ({', '.join(split)})")
+        elif len(split) > 1:
+            parts.append(", ".join(split))
         if plan.get("maxModelLen"):
             parts.append(f"context {plan['maxModelLen']}")
         parts.append("fits" if plan.get("fits") else "does NOT fit")

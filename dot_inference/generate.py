@@ -193,6 +193,8 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     ),
     "examples/state/llm-simulated.yaml": ("examples/cluster-local.yaml",),
     "examples/state/llm-kimi-k2-multinode.yaml": ("examples/cluster-multinode.yaml",),
+    "examples/state/llm-deepseek-v3-multinode.yaml": ("examples/cluster-multinode.yaml",),
+    "examples/state/llm-qwen3-moe.yaml": ("examples/cluster-aws.yaml",),
     "examples/state/llm-llmd.yaml": ("examples/cluster-llmd.yaml",),
     "examples/state/llm-disaggregated.yaml": (
         "examples/cluster-llmd.yaml",

@@ -280,6 +280,7 @@ def serve_args(
         model=spec.model,
         tensor_parallel=plan.tensor_parallel_size,
         nodes=plan.nodes,
+        pipeline=plan.pipeline_parallel_size,
         max_model_len=max_len,
         dtype=plan.dtype,
         gpu_memory_utilization=plan.gpu_memory_utilization,

@@ -285,7 +285,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
                 args=args,
                 env=pod_env(spec, plan),
                 secret_env=pod_secret_env(spec, secrets),
-                gpus_per_node=plan.tensor_parallel_size,
+                gpus_per_node=plan.gpus_per_node,
                 cpu=plan.cpu,
                 memory=plan.memory,
                 shm_size=plan.shm_size,

@@ -26,6 +26,7 @@ def vllm_serve_args(
     model: str,
     tensor_parallel: int,
     nodes: int,
+    pipeline: int,
     max_model_len: int | None,
     dtype: str,
     gpu_memory_utilization: float,
@@ -51,8 +52,8 @@ def vllm_serve_args(
     if max_model_len:
         args += ["--max-model-len", str(max_model_len)]
     args += ["--dtype", dtype, "--tensor-parallel-size", str(tensor_parallel)]
-    if nodes > 1:
-        args += ["--pipeline-parallel-size", str(nodes)]
+    if pipeline > 1:
+        args += ["--pipeline-parallel-size", str(pipeline)]
     args += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
     if nodes > 1:
         args += ["--nnodes", str(nodes), "--node-rank", LWS_WORKER_INDEX]

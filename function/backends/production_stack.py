@@ -74,6 +74,7 @@ def vllm_runtime(
     replicas: int | None = 1,
     runtime_class: str | None = None,
     lmcache_config: Mapping[str, Any] | None = None,
+    tensor_parallel: int | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -120,8 +121,12 @@ def vllm_runtime(
         "enablePrefixCaching": enable_prefix_caching,
         "enableChunkedPrefill": enable_chunked_prefill,
     }
-    if gpus > 1:
-        vllm_config["tensorParallelSize"] = gpus
+    # The pod's GPUs are one tensor parallel group, or (a mixture of experts) data parallel
+    # ranks of `tensor_parallel` GPUs each, whose flags are in the arguments
+    # (function/policy/parallel_args.py).
+    tp = gpus if tensor_parallel is None else tensor_parallel
+    if tp > 1:
+        vllm_config["tensorParallelSize"] = tp
     if extra_args:
         vllm_config["extraArgs"] = list(extra_args)
     env = [*(CACHE_ENV if cache else ()), *env]
@@ -243,6 +248,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         model=spec.model,
         image=image,
         gpus=plan.gpus,
+        tensor_parallel=plan.tensor_parallel_size,
         cpu=plan.cpu,
         # LMCache's CPU buffer is pinned memory in the engine's processes: the pod grows by it.
         memory=offload.memory if offload else plan.memory,

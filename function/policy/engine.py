@@ -10,6 +10,7 @@ from function.model import catalog, sizing
 from function.outcome import Outcome
 from function.policy import engine_args, tenancy
 from function.policy.lora_args import vllm_lora_args
+from function.policy.parallel_args import vllm_parallel_args
 from function.spec import LLMSpec, P, SpecError
 
 # The variable the production-stack controller fills from `model.hfTokenSecret` (the only
@@ -64,6 +65,9 @@ def vllm_args(
     # and lists one model card per name at /v1/models (entrypoints/openai/models/
     # serving.py), each of which the router registers for routing.
     args = ["--served-model-name", *spec.served_names]
+    # A mixture of experts over data parallel ranks and split experts (function/policy/
+    # parallel_args.py); nothing for a tensor parallel plan.
+    args += vllm_parallel_args(plan)
     # spec.parameters.adapters: LoRA, served statically (function/policy/lora_args.py).
     args += vllm_lora_args(plan.lora)
     if spec.api_key_secret is not None and api_key_arg:

@@ -44,16 +44,19 @@ _NODES = (
     "the function wires the nodes of a multi-node replica (LeaderWorkerSet) itself",
 )
 
+_EXPERTS = (
+    f"{P}.parallelism.expert",
+    f"expert parallelism is {P}.parallelism.expert (the function sizes the experts per rank)",
+)
+
 # flag -> (the claim's field that owns it, or None when nothing in the claim does; why)
 OWNED: dict[str, tuple[str | None, str]] = {
     "--tensor-parallel-size": (f"{P}.gpu", f"the tensor parallel size is {P}.gpu"),
     "--pipeline-parallel-size": _SINGLE_NODE,
     "--data-parallel-size": _SINGLE_NODE,
     "--data-parallel-size-local": _SINGLE_NODE,
-    "--enable-expert-parallel": (
-        f"{P}.parallelism.expert",
-        f"expert parallelism is {P}.parallelism.expert (the function sizes the experts per rank)",
-    ),
+    "--enable-expert-parallel": _EXPERTS,
+    "--no-enable-expert-parallel": _EXPERTS,
     "--nnodes": _NODES,
     "--node-rank": _NODES,
     "--master-addr": _NODES,

@@ -170,7 +170,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
                 args=args,
                 env=pod_env(spec, r.plan),
                 secret_env=secret_env,
-                gpus=r.plan.tensor_parallel_size,
+                gpus=r.plan.gpus_per_node,
                 cpu=r.plan.cpu,
                 memory=r.plan.memory,
                 shm_size=r.plan.shm_size,
