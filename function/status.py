@@ -95,10 +95,20 @@ def topology(plan: sizing.Plan) -> str:
     """One replica's shape: nodes x GPUs, and how vLLM splits the model over them."""
     gpu = plan.gpu.type or "GPU"
     nodes = "1 node" if plan.nodes == 1 else f"{plan.nodes} nodes"
-    split = f"tensor parallel {plan.tensor_parallel_size}"
-    if plan.nodes > 1:
-        split += f" inside each node, pipeline parallel {plan.nodes} across nodes"
-    return f"{nodes} x {plan.tensor_parallel_size} {gpu}: {split}"
+    shape = f"{nodes} x {plan.gpus_per_node} {gpu}"
+    tp = plan.tensor_parallel_size
+    if plan.data_parallel_size > 1:
+        per_node = f" ({plan.data_parallel_local} per node)" if plan.nodes > 1 else ""
+        split = f"data parallel {plan.data_parallel_size}{per_node} of tensor parallel {tp}"
+    else:
+        split = f"tensor parallel {tp}"
+        if plan.pipeline_parallel_size > 1:
+            split += (
+                f" inside each node, pipeline parallel {plan.pipeline_parallel_size} across nodes"
+            )
+    if plan.expert_parallel:
+        split += f", experts split over {plan.expert_parallel_size} ranks (expert parallel)"
+    return f"{shape}: {split}"
 
 
 def plan_status(
@@ -116,6 +126,8 @@ def plan_status(
         "gpus": plan.gpus,
         "tensorParallelSize": plan.tensor_parallel_size,
         "pipelineParallelSize": plan.pipeline_parallel_size,
+        "dataParallelSize": plan.data_parallel_size,
+        "expertParallelSize": plan.expert_parallel_size,
         "nodes": plan.nodes,
         "topology": topology(plan),
         "gpuType": g.type or "assumed 80 GiB-class",
@@ -142,7 +154,7 @@ def plan_status(
             # One GPU as vLLM divides it: what it reserves for the KV cache is
             # utilisation x memory - weights - activation peak - non-torch memory.
             "perGPU": {
-                "weightsGiB": round(plan.weights_gib / plan.gpus, 2),
+                "weightsGiB": plan.weights_per_gpu_gib or round(plan.weights_gib / plan.gpus, 2),
                 "activationGiB": plan.activation_gib,
                 "nonTorchGiB": plan.non_torch_gib,
                 "kvCacheGiB": round(plan.kv_cache_gib / plan.gpus, 2),

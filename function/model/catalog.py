@@ -95,6 +95,10 @@ class ModelFacts:
     # Mixture of experts: experts each token uses and one expert's width (activation memory).
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
+    num_experts: int = 0  # routed experts (0: a dense model)
+    # The routed experts' weights as vLLM loads them, whole model: what expert parallelism
+    # splits over its ranks (function/model/expert_parallel.py); the rest is replicated.
+    expert_weights_gib: float = 0.0
     # fact -> where it came from (status.plan.facts)
     provenance: tuple[tuple[str, str], ...] = ()
 

@@ -16,12 +16,14 @@ from function.model.catalog import (
     GB,
     GIB,
     KV_DTYPE_BYTES,
+    SERVED_BYTES_PER_PARAM,
     TASKS,
     ModelFacts,
     Task,
     checkpoint_gib,
     weights_gib,
 )
+from function.model.expert_parallel import routed_expert_gib
 from function.model.kv_cache import LayerGroup
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
@@ -251,6 +253,11 @@ def build_model(
     # Weights some formats load above their checkpoint (gpt-oss's MXFP4 repacked for the
     # GPU's kernels): the factor measured in vLLM's logs, cited in the entry.
     served *= float(_opt(merged, "load_factor", float, where) or 1.0)
+    # The experts load as the checkpoint stores them, scaled like the rest (load_factor;
+    # float32 served in 16 bits).
+    load = float(_opt(merged, "load_factor", float, where) or 1.0)
+    load *= SERVED_BYTES_PER_PARAM[precision] / BYTES_PER_PARAM[precision]
+    experts = _experts(merged, layers, precision, load, where)
     return ModelFacts(
         id=model_id,
         family=family,
@@ -286,8 +293,33 @@ def build_model(
         origin=merged.get("origin", "catalog"),
         experts_per_token=int(_opt(merged, "experts_per_token", int, where) or 0),
         moe_intermediate_size=int(_opt(merged, "moe_intermediate_size", int, where) or 0),
+        num_experts=experts[0],
+        expert_weights_gib=min(experts[1], served),
         provenance=tuple(merged.get("provenance") or ()),
     )
+
+
+def _experts(
+    entry: dict[str, Any], layers: int, precision: str, load: float, where: str
+) -> tuple[int, float]:
+    """(routed experts, their GiB as loaded) of a mixture of experts: `num_experts` per MoE
+    layer, `moe_layers` of the layers (default all), each expert `moe_intermediate_size` wide
+    over `hidden_size`, stored at the checkpoint's precision (`expert_precision` when the
+    experts alone are quantized, as Kimi-K2.5's INT4) and loaded with the entry's load factor.
+    (0, 0.0) for a dense model."""
+    experts = _opt(entry, "num_experts", int, where)
+    if not experts or experts < 2:
+        return 0, 0.0
+    width = _req(entry, "moe_intermediate_size", int, where)
+    hidden = _req(entry, "hidden_size", int, where)
+    moe_layers = _opt(entry, "moe_layers", int, where) or layers
+    if moe_layers > layers:
+        raise CatalogError(f"{where}: moe_layers {moe_layers} is more than the {layers} layers")
+    stored = entry.get("expert_precision") or precision
+    if stored not in BYTES_PER_PARAM:
+        raise CatalogError(f"{where}: unknown expert_precision {stored!r}")
+    gib = routed_expert_gib(experts, moe_layers, hidden, width, BYTES_PER_PARAM[stored])
+    return experts, gib * load
 
 
 def growth_bytes(groups: tuple[LayerGroup, ...], dtype_bytes: int) -> int:

@@ -18,7 +18,7 @@ Derivation rules
 | gpus omitted | the smallest of 1, 2, 4, 8 (not above GPUs per node) that tensor parallelism can split the model over and whose memory offered >= required_gib; embedding models land on 1. None fits: SizingError on `spec.parameters.gpu` naming the GiB needed, what the node offers and the GPU size that would do | |
 | valid GPU counts | the count divides the attention heads, and the KV heads divide the count or the count divides the KV heads | vLLM: `num_attention_heads % tensor_parallel_size == 0`; `QKVParallelLinear` KV split/replication |
 | explicit gpus | must be a whole number >= 1, <= GPUs per node (one pod on one node; multi-node serving is out of scope) and a valid count, else SizingError on `spec.parameters.gpu`. If it is valid but too small: `fits=False` and `shortfall` (the GiB needed and offered, and what would fit); the function refuses it when the cluster's GPU is known and the model's facts are catalogued, and warns otherwise | PRD: the user's `gpu` is honoured where it can work |
-| tensor_parallel_size | = gpus | PRD |
+| tensor_parallel_size | = gpus; a mixture of experts over nodes or with parallelism.expert: the split of function/model/expert_parallel.py (DP + EP) | PRD; vLLM's expert-parallel guide |
 | gpu_memory_utilization / dtype | 0.9 / `auto` | PRD |
 | kv_cache_gib | `offered - weights - gpus x overhead`, at least 0 | |
 | max_model_len | the tokens that KV cache holds, rounded down to a multiple of 1024, capped at the model's context_length (used as is when reached); 0 when less than 1024 tokens fit. Embedding models: their context_length (0 if the weights do not fit) | vLLM refuses a max_model_len whose KV cache does not fit, or one above the model's context |
@@ -33,24 +33,39 @@ Derivation rules
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from function.errors import FieldError
-from function.limits import TENSOR_PARALLEL_CANDIDATES, GpuShape
+from function.limits import GpuShape
 from function.model import kv_cache, vllm_memory
 from function.model.catalog import ModelFacts
-from function.model.sizing_hints import HINTS, SPAN, bigger_gpu_hint, offer
+from function.model.sizing_checks import (  # noqa: F401 - the names sizing's callers use
+    EXPERT_FIELD,
+    GPU_FIELD,
+    GPU_MEMORY_FIELD,
+    GPU_PER_NODE_FIELD,
+    MAX_GPU_MEMORY_GIB,
+    MAX_GPUS_PER_NODE,
+    MODEL_FIELD,
+    SizingError,
+    _check_facts,
+    _check_gpu,
+    _is_count,
+)
+from function.model.sizing_hints import bigger_gpu_hint, offer
+from function.model.topology import (  # noqa: F401 - the names sizing's callers use
+    _check_expert,
+    _checked_split,
+    choose_gpus,
+    choose_split,
+    choose_topology,
+    valid_gpu_counts,
+)
 from function.model.vllm_memory import GPU_MEMORY_UTILIZATION, EngineSettings
 
 if TYPE_CHECKING:
     from function.model.adapters import LoraPlan
 
-GPU_FIELD = "spec.parameters.gpu"
-MODEL_FIELD = "spec.parameters.model"
-GPU_MEMORY_FIELD = "gpu.memory_gib"
-GPU_PER_NODE_FIELD = "gpu.per_node"
 
 DTYPE = "auto"
 # A replica whose KV cache holds less than this context (or the model's own, when shorter) is
@@ -58,8 +73,6 @@ DTYPE = "auto"
 # and USEFUL_CONTEXT_TOKENS a plan serves with a shorter context and says so.
 MIN_SERVING_TOKENS = 4096
 SMALL_EMBEDDING_PARAMS_B = 1.0
-MAX_GPU_MEMORY_GIB = 4096.0
-MAX_GPUS_PER_NODE = 64
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,7 @@ class Plan:
     host_capped: str | None = None
     # The memory model, per GPU (vLLM's own terms), and the engine settings it assumed.
     engine: EngineSettings | None = None
+    weights_per_gpu_gib: float = 0.0  # the GPU holding the most (experts split by EP)
     activation_gib: float = 0.0
     non_torch_gib: float = 0.0
     kv_safety_gib: float = 0.0
@@ -125,188 +139,7 @@ class Plan:
         return self.tensor_parallel_size * self.data_parallel_size if self.expert_parallel else 1
 
 
-class SizingError(FieldError):
-    """A request that cannot be sized: the field, the value, and the `problem` with what would
-    work. `names_field`: the message leads with the field (the claim's own count, not one
-    the function chose); `render` says it for another field or for one-pod replicas."""
-
-    def __init__(
-        self,
-        field: str,
-        value: object,
-        problem: str,
-        *,
-        names_field: bool = False,
-        lead: str = ": ",
-    ) -> None:
-        self.template = problem
-        self.names_field = names_field
-        self.lead = lead
-        super().__init__(field, value, self._say(field), problem=self._say(field, bare=True))
-
-    def render(self, *, field: str | None = None, one_pod: bool = False) -> str:
-        """The message, naming `field` (default: its own) where it names one, with the hints
-        of a backend whose replicas are one pod each (`one_pod`) or may span nodes."""
-        return self._say(field or self.field, one_pod=one_pod)
-
-    def _say(self, field: str, one_pod: bool = False, bare: bool = False) -> str:
-        text = self.template
-        for token, (spans, pod) in HINTS.items():
-            text = text.replace(token, pod if one_pod else spans)
-        return f"{field}{self.lead}{text}" if self.names_field and not bare else text
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _finite_positive(value: object) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
-def _check_gpu(gpu: GpuShape) -> None:
-    memory = getattr(gpu, "memory_gib", None)
-    if not _finite_positive(memory) or memory > MAX_GPU_MEMORY_GIB:
-        raise SizingError(
-            GPU_MEMORY_FIELD,
-            memory,
-            f"GPU memory must be a number of GiB between 1 and {MAX_GPU_MEMORY_GIB:g} "
-            f"per GPU, got {memory!r}",
-        )
-    per_node = getattr(gpu, "per_node", None)
-    if not _is_count(per_node) or not 1 <= per_node <= MAX_GPUS_PER_NODE:
-        raise SizingError(
-            GPU_PER_NODE_FIELD,
-            per_node,
-            f"GPUs per node must be a whole number from 1 to {MAX_GPUS_PER_NODE}, got {per_node!r}",
-        )
-
-
-def _check_facts(facts: ModelFacts) -> None:
-    name = getattr(facts, "id", None)
-    counts = ("layers", "attention_heads", "kv_heads", "context_length")
-    bad = [c for c in counts if not _is_count(getattr(facts, c, None)) or getattr(facts, c) < 1]
-    bad += [
-        c
-        for c in ("weights_gib", "total_params_b")
-        if not _finite_positive(getattr(facts, c, None))
-    ]
-    kv = getattr(facts, "kv_bytes_per_token", None)
-    if not _is_count(kv) or kv < 0:
-        bad.append("kv_bytes_per_token")
-    min_vram = getattr(facts, "min_vram_gib", None)
-    if min_vram is not None and not _finite_positive(min_vram):
-        bad.append("min_vram_gib")
-    if getattr(facts, "task", None) not in ("generate", "embed", "score"):
-        bad.append("task")
-    if bad:
-        raise SizingError(
-            MODEL_FIELD,
-            name,
-            f"the facts known for model {name!r} cannot be sized (invalid {', '.join(bad)})",
-        )
-
-
-def _split_problem(facts: ModelFacts, gpus: int) -> str | None:
-    """Why tensor parallelism cannot split this model over ``gpus`` GPUs, or None."""
-    if facts.attention_heads % gpus:
-        return f"does not divide the {facts.attention_heads} attention heads of {facts.id}"
-    kv = facts.kv_heads
-    if (kv % gpus) if gpus <= kv else (gpus % kv):
-        return (
-            f"and the {kv} key-value heads of {facts.id} do not split evenly "
-            "(the GPU count must divide the KV heads or be a multiple of them)"
-        )
-    return None
-
-
-def valid_gpu_counts(facts: ModelFacts, max_gpus: int) -> list[int]:
-    """GPU counts from 1, 2, 4, 8 (<= max_gpus) that tensor parallelism can split facts over."""
-    if not _is_count(max_gpus):
-        return []
-    if not all(_is_count(getattr(facts, a, None)) for a in ("attention_heads", "kv_heads")):
-        return []
-    if facts.attention_heads < 1 or facts.kv_heads < 1:
-        return []
-    return [
-        n for n in TENSOR_PARALLEL_CANDIDATES if n <= max_gpus and _split_problem(facts, n) is None
-    ]
-
-
-def choose_gpus(facts: ModelFacts, gpu: GpuShape, engine: EngineSettings | None = None) -> int:
-    """The smallest valid GPU count whose memory holds the model; SizingError when none does."""
-    engine = engine or EngineSettings()
-    _check_gpu(gpu)
-    _check_facts(facts)
-    counts = valid_gpu_counts(facts, gpu.per_node)
-    if not counts:
-        raise SizingError(
-            GPU_FIELD,
-            None,
-            f"no GPU count up to the {gpu.per_node} GPUs of a node can split the "
-            f"{facts.attention_heads} attention heads of {facts.id} evenly",
-        )
-    for n in counts:
-        if vllm_memory.fits(facts, n, gpu, engine):
-            return n
-    most = counts[-1]
-    need, _ = vllm_memory.required_gib(facts, most, gpu, engine)
-    raise SizingError(
-        GPU_FIELD,
-        None,
-        f"{facts.id} needs about {need * most:.0f} GiB of GPU memory, more than "
-        f"a node offers: {offer(gpu, most, engine)}; {bigger_gpu_hint(facts, most, engine)}",
-    )
-
-
 # --------------------------------------------------------------------------- plan
-
-
-def _checked_gpus(facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int = 1) -> int:
-    valid = valid_gpu_counts(facts, gpu.per_node)
-    use = ", ".join(str(n) for n in valid) or "none"
-    if not _is_count(gpus):
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"must be a whole number of GPUs, got {gpus!r}",
-            names_field=True,
-            lead=" ",
-        )
-    if gpus < 1:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} is not a GPU count; use one of {use} for {facts.id}",
-            names_field=True,
-        )
-    if gpus > gpu.per_node:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} is more than the {gpu.per_node} GPUs a node has and this target serves "
-            f"a replica on one node{SPAN}, so use at most {gpu.per_node} (one of {use} for "
-            f"{facts.id})",
-            names_field=True,
-        )
-    problem = _split_problem(facts, gpus)
-    if problem:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} {problem}; use one of {use} "
-            "(tensor parallelism splits heads evenly across GPUs)",
-            names_field=True,
-        )
-    return gpus
 
 
 def _host_resources(facts: ModelFacts | None, gpus: int) -> tuple[str, str, str]:
@@ -332,79 +165,6 @@ def memory_quantity(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
-def choose_topology(
-    facts: ModelFacts, gpu: GpuShape, engine: EngineSettings, max_nodes: int
-) -> tuple[int, int]:
-    """(tensor parallel size, nodes) for a model the function sizes: the GPUs of one node
-    (choose_gpus), else, when the cluster serves across nodes (max_nodes > 1), every GPU of
-    the fewest nodes that hold it, one pipeline stage per node (vLLM's multi-node guide:
-    tensor parallel = GPUs per node, pipeline parallel = nodes)."""
-    try:
-        return choose_gpus(facts, gpu, engine), 1
-    except SizingError:
-        if max_nodes < 2:
-            raise
-    tp = max(valid_gpu_counts(facts, gpu.per_node) or [0])
-    if tp and facts.task == "generate":
-        for nodes in range(2, max_nodes + 1):
-            if vllm_memory.fits(facts, tp, gpu, engine, nodes):
-                return tp, nodes
-    need, _ = vllm_memory.required_gib(facts, tp or gpu.per_node, gpu, engine, pipeline=max_nodes)
-    total = need * (tp or gpu.per_node) * max_nodes
-    raise SizingError(
-        GPU_FIELD,
-        None,
-        f"{facts.id} needs about {total:.0f} GiB of GPU memory, more than the "
-        f"{max_nodes} nodes one replica may span offer: {offer(gpu, gpu.per_node * max_nodes, engine)}"
-        + ("" if facts.task == "generate" else " (pooling models run on one node)"),
-    )
-
-
-def _checked_topology(
-    facts: ModelFacts, gpus: object, gpu: GpuShape, max_nodes: int
-) -> tuple[int, int]:
-    """(tensor parallel size, nodes) for a GPU count the claim gives: one node, or, above a
-    node's GPUs, whole nodes of the cluster serving across nodes."""
-    if not _is_count(gpus) or gpus <= gpu.per_node or max_nodes < 2:
-        return _checked_gpus(facts, gpus, gpu, max_nodes), 1
-    nodes, rest = divmod(gpus, gpu.per_node)
-    whole = ", ".join(str(gpu.per_node * n) for n in range(2, max_nodes + 1))
-    if rest:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} GPUs span nodes of {gpu.per_node}: use whole nodes ({whole}) "
-            f"or at most {gpu.per_node}",
-            names_field=True,
-        )
-    if nodes > max_nodes:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} GPUs are {nodes} nodes of {gpu.per_node}, more than the "
-            f"{max_nodes} one replica may span here (gpu.maxNodes of the cluster); use "
-            f"at most {gpu.per_node * max_nodes}",
-            names_field=True,
-        )
-    problem = _split_problem(facts, gpu.per_node)
-    if problem:
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{gpus} GPUs over {nodes} nodes split {facts.id} over "
-            f"{gpu.per_node} GPUs per node, but {problem}",
-            names_field=True,
-        )
-    if facts.task != "generate":
-        raise SizingError(
-            GPU_FIELD,
-            gpus,
-            f"{facts.id} is a pooling model and runs on one node",
-            names_field=True,
-        )
-    return gpu.per_node, nodes
-
-
 def plan(
     facts: ModelFacts,
     gpus: int | None,
@@ -420,22 +180,24 @@ def plan(
     engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
+    _check_expert(facts, expert, gpus if _is_count(gpus) else None)
     if gpus is None:
-        n, nodes = choose_topology(facts, gpu, engine, max_nodes)
+        split = choose_split(facts, gpu, engine, max_nodes, expert)
     else:
-        n, nodes = _checked_topology(facts, gpus, gpu, max_nodes)
+        split = _checked_split(facts, gpus, gpu, engine, max_nodes, expert)
+    n, nodes, pp, dp, ep = split.tensor, split.nodes, split.pipeline, split.data, split.expert
 
-    need, _ = vllm_memory.required_gib(facts, n, gpu, engine, pipeline=nodes)
-    memory = vllm_memory.gpu_memory(facts, n, gpu, engine, facts.context_length, nodes)
+    need, _ = vllm_memory.required_gib(facts, n, gpu, engine, None, pp, dp, ep)
+    memory = vllm_memory.gpu_memory(facts, n, gpu, engine, facts.context_length, pp, dp, ep)
     max_model_len = vllm_memory.max_model_len(facts, memory) if memory.kv_usable > 0 else 0
     pooling = vllm_memory.pooling(facts)
     least = facts.context_length if pooling else min(facts.context_length, MIN_SERVING_TOKENS)
-    least_need, _ = vllm_memory.required_gib(facts, n, gpu, engine, least, nodes)
+    least_need, _ = vllm_memory.required_gib(facts, n, gpu, engine, least, pp, dp, ep)
     fits = least_need <= memory.requested and max_model_len >= least
 
     warnings: list[str] = []
     shortfall = None
-    total = n * nodes
+    total = split.gpus
     if not fits:
         message = (
             f"{facts.id} needs about {need * total:.0f} GiB of GPU memory; "
@@ -462,13 +224,16 @@ def plan(
             "estimated from its name"
         )
 
-    cpu, host_memory, shm = _host_resources(facts, n)  # per pod: one node's GPUs
+    per_pod = total // nodes
+    cpu, host_memory, shm = _host_resources(facts, per_pod)  # per pod: one node's GPUs
     kv_all = max(0.0, memory.kv_budget) * total
     return Plan(
         gpus=total,
         tensor_parallel_size=n,
         nodes=nodes,
-        pipeline_parallel_size=nodes,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        expert_parallel=ep,
         gpu=gpu,
         gpu_memory_utilization=engine.gpu_memory_utilization,
         dtype=DTYPE,
@@ -481,13 +246,14 @@ def plan(
         cpu=cpu,
         memory=host_memory,
         shm_size=shm,
-        env=(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),) if n > 1 else (),
+        env=(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),) if per_pod > 1 else (),
         runner="pooling" if pooling else None,
         enable_prefix_caching=not pooling,
         enable_chunked_prefill=not pooling,
         warnings=tuple(warnings),
         shortfall=shortfall,
         engine=replace(engine, max_num_batched_tokens=memory.batched, max_num_seqs=memory.seqs),
+        weights_per_gpu_gib=round(memory.weights, 2),
         activation_gib=round(memory.activation, 2),
         non_torch_gib=memory.non_torch,
         kv_safety_gib=round(memory.safety, 2),

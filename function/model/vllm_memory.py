@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from function.limits import GpuShape
-from function.model import kv_cache, lora_memory
+from function.model import expert_parallel, kv_cache, lora_memory
 from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.model.kv_cache import Allocator
 from function.model.lora_memory import LoraShape
@@ -149,8 +149,22 @@ class _Memory:
         return self.kv_budget - self.safety
 
 
-def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> float:
-    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT)."""
+# vLLM 0.17.1 runs a fused-MoE layer over at most this many tokens at once (envs.py
+# VLLM_FUSED_MOE_CHUNK_SIZE, 16 x 1024; fused_moe/fused_moe.py `fused_experts_impl` chunks by it).
+FUSED_MOE_CHUNK_TOKENS = 16 * 1024
+
+
+def _activation_gib(
+    facts: ModelFacts,
+    gpus: int,
+    batched: int,
+    seqs: int,
+    split: expert_parallel.Split | None = None,
+) -> float:
+    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT). With expert
+    parallelism each rank runs whole experts (their full width), over the tokens of every
+    data parallel rank: the default all-to-all, allgather_reducescatter (config/parallel.py),
+    gathers them before the experts, up to the fused-MoE chunk."""
     hidden = facts.hidden_size
     if pooling(facts):
         width = 3 * (facts.intermediate_size or 4 * hidden) // gpus + 4 * hidden
@@ -159,7 +173,11 @@ def _activation_gib(facts: ModelFacts, gpus: int, batched: int, seqs: int) -> fl
     peak = SAMPLER_BYTES_PER_LOGIT * seqs * vocab
     if facts.experts_per_token and facts.moe_intermediate_size:
         topk = facts.experts_per_token
-        peak += batched * topk * (3 * facts.moe_intermediate_size // gpus + hidden) * 2
+        tokens, width = batched, facts.moe_intermediate_size // gpus
+        if split is not None and split.expert:
+            tokens = min(batched * split.data, max(batched, FUSED_MOE_CHUNK_TOKENS))
+            width = facts.moe_intermediate_size
+        peak += tokens * topk * (3 * width + hidden) * 2
     return peak / GIB
 
 
@@ -177,17 +195,25 @@ def gpu_memory(
     engine: EngineSettings,
     max_model_len: int,
     pipeline: int = 1,
+    data: int = 1,
+    expert: bool = False,
 ) -> _Memory:
+    """One GPU of a replica of `gpus` tensor parallel GPUs x `pipeline` stages x `data`
+    parallel ranks, the experts split over the TP x DP ranks when `expert`
+    (function/model/expert_parallel.py). Each data parallel rank batches and keeps its KV
+    cache on its own (its engine core's scheduler), so the batch is per rank."""
     batched, seqs = engine.batch(gpu, pooling(facts), max_model_len)
+    split = expert_parallel.Split(tensor=gpus, pipeline=pipeline, data=data, expert=expert)
     return _Memory(
         gpus=gpus,
         pipeline=pipeline,
         stage_share=_stage_share(facts, pipeline),
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
-        weights=facts.weights_gib * _stage_share(facts, pipeline) / gpus,
+        weights=expert_parallel.weights_per_gpu(facts, split, _stage_share(facts, pipeline)),
         lora=lora_memory.buffer_gib(facts, gpus, engine.lora, _stage_share(facts, pipeline)),
-        activation=_activation_gib(facts, gpus, batched, seqs),
-        non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
+        activation=_activation_gib(facts, gpus, batched, seqs, split),
+        # Collective buffers come with more than one rank, tensor or data parallel.
+        non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus * data == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
         allocator=_allocator(facts, gpus, engine, batched),
         batched=batched,
         seqs=seqs,
@@ -208,23 +234,34 @@ def required_gib(
     engine: EngineSettings,
     tokens: int | None = None,
     pipeline: int = 1,
+    data: int = 1,
+    expert: bool = False,
 ) -> tuple[float, _Memory]:
     """GPU memory per GPU the model needs to serve one request of `tokens` (None: a useful
-    one), safety included, on `gpus` tensor-parallel GPUs x `pipeline` stages."""
+    one), safety included, on `gpus` tensor-parallel GPUs x `pipeline` stages x `data`
+    parallel ranks (a request runs on one data parallel rank)."""
     tokens = tokens or _useful_tokens(facts)
-    memory = gpu_memory(facts, gpus, gpu, engine, tokens, pipeline)
+    memory = gpu_memory(facts, gpus, gpu, engine, tokens, pipeline, data, expert)
     kv = _kv_gib(facts, memory, tokens)
     need = memory.weights + memory.lora + memory.activation + memory.non_torch + kv
     need += max(KV_SAFETY_MIN_GIB, kv * KV_SAFETY_FRACTION / (1 - KV_SAFETY_FRACTION))
     if facts.min_vram_gib:
-        need = max(need, facts.min_vram_gib / (gpus * pipeline))
+        need = max(need, facts.min_vram_gib / (gpus * pipeline * data))
     return need, memory
 
 
 def fits(
-    facts: ModelFacts, gpus: int, gpu: GpuShape, engine: EngineSettings, pipeline: int = 1
+    facts: ModelFacts,
+    gpus: int,
+    gpu: GpuShape,
+    engine: EngineSettings,
+    pipeline: int = 1,
+    data: int = 1,
+    expert: bool = False,
 ) -> bool:
-    need, memory = required_gib(facts, gpus, gpu, engine, pipeline=pipeline)
+    need, memory = required_gib(
+        facts, gpus, gpu, engine, pipeline=pipeline, data=data, expert=expert
+    )
     return need <= memory.requested
 
 

@@ -192,13 +192,16 @@ REFERENCE_FACTS = [
             tool_call_parser="deepseek_v3",
             kv_bytes_per_token=70272,
             active_params_b=37.0,
+            num_experts=256,
         ),
-        dict(weights_gib=641.3),
+        # 688.59 GB on disk (641.3 GiB); vLLM loads the main model without the MTP module:
+        # 626.8 GiB, of which the 58 MoE layers' 256 routed experts are 609.0 (FP8).
+        dict(weights_gib=626.8, checkpoint_gib=641.3, expert_weights_gib=609.0),
     ),
     (
         "deepseek-ai/DeepSeek-R1",
         dict(family="deepseek-r1", reasoning_parser="deepseek_r1", tool_call_parser=None),
-        dict(weights_gib=641.3),
+        dict(weights_gib=626.8),
     ),
     (
         "openai/gpt-oss-120b",

@@ -209,3 +209,79 @@ def test_every_pod_of_a_group_gets_its_own_ranks(tp: int, pp: int, dp: int, ep: 
             seen += range(first, first + local)
     if dp > 1:
         assert seen == list(range(dp)), "every DP rank once, none twice"
+
+
+# --------------------------------------------------------------------------- the examples
+
+
+def _render(example: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from conftest import EXAMPLES, PACKAGE, load_yaml
+
+    from dot_inference.crossplane.documents import load_package
+    from dot_inference.crossplane.render import render_in_package
+
+    state = EXAMPLES / "state" / example
+    result = render_in_package(
+        load_package(PACKAGE), load_yaml(EXAMPLES / example)[0], required=load_yaml(state)
+    )
+    assert result.fatal is None, result.fatal
+    manifests = [
+        (o.get("spec", {}).get("forProvider", {}).get("manifest") or o) for o in result.composed
+    ]
+    return result.xr["status"]["plan"], manifests
+
+
+# (example, topology in status.plan, (tp, dp, ep), the engine's parallel flags)
+EXAMPLES_EP = [
+    (
+        "llm-deepseek-v3-multinode.yaml",
+        "2 nodes x 8 h200: data parallel 16 (8 per node) of tensor parallel 1, experts split "
+        "over 16 ranks (expert parallel)",
+        (1, 16, 16),
+        ["--data-parallel-size", "16", "--data-parallel-size-local", "8", EP],
+    ),
+    (
+        "llm-qwen3-moe.yaml",
+        "1 node x 4 l4: tensor parallel 4, experts split over 4 ranks (expert parallel)",
+        (4, 1, 4),
+        [EP],
+    ),
+    (
+        "llm-kimi-k2-multinode.yaml",
+        "2 nodes x 8 h200: data parallel 16 (8 per node) of tensor parallel 1, experts split "
+        "over 16 ranks (expert parallel)",
+        (1, 16, 16),
+        ["--data-parallel-size", "16", "--data-parallel-size-local", "8", EP],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("example", "topology", "split", "flags"), EXAMPLES_EP, ids=[e[0] for e in EXAMPLES_EP]
+)
+def test_the_moe_examples_serve_with_expert_parallelism(
+    example: str, topology: str, split: tuple[int, int, int], flags: list[str]
+) -> None:
+    plan, manifests = _render(example)
+    assert plan["topology"] == topology
+    got = (plan["tensorParallelSize"], plan["dataParallelSize"], plan["expertParallelSize"])
+    assert got == split
+    command = plan["engineArgs"]
+    i = command.index(flags[0])
+    assert command[i : i + len(flags)] == flags, "in the engine's command line"
+    engines = [m for m in manifests if m.get("kind") in ("VLLMRuntime", "LeaderWorkerSet")]
+    assert len(engines) == 1
+    (engine,) = engines
+    if engine["kind"] == "LeaderWorkerSet":
+        group = engine["spec"]["leaderWorkerTemplate"]
+        for role, index in (("leaderTemplate", 0), ("workerTemplate", 1)):
+            c = group[role]["spec"]["containers"][0]
+            args = as_kubelet(c["args"], index)
+            assert vllm_cli.problems(args[1:]) == []
+            assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
+            first, local = dp_rank_vllm_infers(parsed(args))
+            assert (first, local) == (8 * index, 8)
+    else:
+        args = engine_command(engine)[3:]
+        assert vllm_cli.problems(args) == []
+        assert engine["spec"]["deploymentConfig"]["resources"]["gpu"] == str(split[0] * split[1])

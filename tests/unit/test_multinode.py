@@ -87,15 +87,23 @@ def as_kubelet(args: list[str], index: int) -> list[str]:
     return out
 
 
-# (model, GPU, nodes one replica may span) -> (tensor parallel, nodes) the function picks
+# (model, GPU, nodes one replica may span) -> (tensor parallel, pipeline parallel, data
+# parallel, nodes) the function picks: a dense model tensor parallel inside each node and a
+# pipeline stage per node; a mixture of experts data + expert parallel across them
+# (function/model/expert_parallel.py: MLA models one rank per GPU).
 TOPOLOGIES = [
-    ("moonshotai/Kimi-K2-Instruct", H200, 2, (8, 2)),  # FP8, 959 GiB of weights
+    ("moonshotai/Kimi-K2-Instruct", H200, 2, (1, 1, 16, 2)),  # FP8, 969 GiB of weights
     ("moonshotai/Kimi-K2-Instruct", H200, 1, None),  # one node: refused
-    ("meta-llama/Llama-3.1-405B-Instruct", H100, 4, (8, 2)),  # BF16
-    ("deepseek-ai/DeepSeek-V3", H100, 4, (8, 2)),
-    ("Qwen/Qwen2.5-72B-Instruct", GpuShape(GPU_TYPES["l4"].memory_gib, 4, "l4", False), 4, (4, 3)),
-    ("Qwen/Qwen2.5-7B-Instruct", H100, 4, (1, 1)),  # fits one GPU: never spans nodes
-    ("BAAI/bge-m3", H100, 4, (1, 1)),
+    ("meta-llama/Llama-3.1-405B-Instruct", H100, 4, (8, 2, 1, 2)),  # BF16
+    ("deepseek-ai/DeepSeek-V3", H100, 4, (1, 1, 16, 2)),
+    (
+        "Qwen/Qwen2.5-72B-Instruct",
+        GpuShape(GPU_TYPES["l4"].memory_gib, 4, "l4", False),
+        4,
+        (4, 3, 1, 3),
+    ),
+    ("Qwen/Qwen2.5-7B-Instruct", H100, 4, (1, 1, 1, 1)),  # fits one GPU: never spans nodes
+    ("BAAI/bge-m3", H100, 4, (1, 1, 1, 1)),
 ]
 
 
@@ -106,17 +114,27 @@ def test_the_fewest_nodes_that_hold_the_model(model, gpu, span, expected) -> Non
             sizing.plan(lookup(model), None, gpu, None, span)
         return
     plan = sizing.plan(lookup(model), None, gpu, None, span)
-    assert (plan.tensor_parallel_size, plan.nodes) == expected
-    assert plan.gpus == expected[0] * expected[1]
+    split = (
+        plan.tensor_parallel_size,
+        plan.pipeline_parallel_size,
+        plan.data_parallel_size,
+        plan.nodes,
+    )
+    assert split == expected
+    tp, pp, dp, nodes = expected
+    assert plan.gpus == tp * pp * dp
+    assert plan.expert_parallel is (dp > 1)
     assert plan.fits and plan.max_model_len >= 4096
     if plan.nodes > 1:
         # One node fewer would not hold it: the function takes the fewest.
-        fewer = sizing.plan(lookup(model), expected[0] * (expected[1] - 1), gpu, None, span)
+        fewer = sizing.plan(lookup(model), gpu.per_node * (nodes - 1), gpu, None, span)
         assert not fewer.fits
 
 
 def test_a_two_node_replica_is_a_leader_worker_set() -> None:
-    out = run(claim())
+    # Tensor parallel inside each node and a pipeline stage per node: a mixture of experts
+    # without expert parallelism (the layout every dense model larger than a node gets).
+    out = run(claim(parallelism={"expert": False}))
     assert out.fatal is None, out.fatal
     plan = out.status["plan"]
     assert (plan["gpus"], plan["tensorParallelSize"], plan["pipelineParallelSize"]) == (16, 8, 2)

@@ -301,9 +301,9 @@ CHOICE_ERRORS = [
         "kimi-k2-fp8-on-h200",
         "moonshotai/Kimi-K2-Instruct",
         H200,
-        "moonshotai/Kimi-K2-Instruct needs about 1034 GiB of GPU memory, more than a node "
+        "moonshotai/Kimi-K2-Instruct needs about 1024 GiB of GPU memory, more than a node "
         "offers: 8 x 139.81 GiB GPUs at 0.9 utilisation offer 1007 GiB; 8 GPUs with at least "
-        "144 GiB each would do (larger than an H200: the model needs more than one node, an "
+        "143 GiB each would do (larger than an H200: the model needs more than one node, an "
         "InferenceCluster with apps.lws)",
     ),
     (

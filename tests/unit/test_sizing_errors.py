@@ -86,7 +86,12 @@ def test_kimi_k2_fp8_needs_more_than_one_h200_node() -> None:
     with pytest.raises(sizing.SizingError, match="needs more than one node"):
         sizing.choose_gpus(f, shape("h200"))
     two = sizing.plan(f, None, shape("h200"), None, 2)
-    assert (two.tensor_parallel_size, two.nodes) == (8, 2) and two.fits, "two nodes hold it"
+    assert two.nodes == 2 and two.fits, "two nodes hold it"
+    # A mixture of experts over nodes: data parallel attention and expert parallelism
+    # (function/model/expert_parallel.py), not pipeline stages.
+    split = (two.tensor_parallel_size, two.data_parallel_size, two.expert_parallel_size)
+    assert split == (1, 16, 16)
+    assert two.pipeline_parallel_size == 1
 
 
 def test_one_gpu_table_as_cuda_reports_it() -> None:
