@@ -296,7 +296,9 @@ def size_on(
             return spec.gpu, ""
         return None, f"its size is not known and {P}.gpu does not fit {what}"
     try:
-        plan = sizing.plan(facts, spec.gpu, shape, engine, span, expert=spec.expert_parallel)
+        plan = sizing.plan(
+            facts, spec.gpu, shape, engine, span, expert=spec.expert_parallel, one_pod=spec.llmd
+        )
     except sizing.SizingError as e:
         return None, f"{what}: {e.render(one_pod=spec.llmd)}"
     if not plan.fits:

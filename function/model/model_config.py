@@ -400,6 +400,7 @@ def _facts(model: HubModel) -> ModelFacts:
     if experts and experts > 1 and topk:
         width = _int(text.get("moe_intermediate_size")) or _int(text.get("intermediate_size"))
         entry |= {"experts_per_token": topk, "moe_intermediate_size": width}
+        entry |= {"num_experts": experts, "moe_layers": moe_layers(text, layers)}
     if model_type in MLA_MODEL_TYPES and _int(text.get("kv_lora_rank")):
         entry |= {
             "attention": "mla",
@@ -439,6 +440,24 @@ def _facts(model: HubModel) -> ModelFacts:
     if family is None:
         entry |= {"trust_remote_code": bool(config.get("auto_map")) and arch not in _known()}
     return catalog_lookup.build(family, entry)
+
+
+def moe_layers(text: Mapping[str, Any], layers: int) -> int:
+    """How many layers hold routed experts, as vLLM 0.17.1's model classes decide: DeepSeek-V2/V3,
+    Kimi-K2 and GLM-4.5 from `first_k_dense_replace` every `moe_layer_freq`-th layer
+    (deepseek_v2.py, glm4_moe.py), Qwen MoE every `decoder_sparse_step`-th layer not in
+    `mlp_only_layers` (qwen3_moe.py), Llama 4 every `interleave_moe_layer_step`-th
+    (llama4.py); else every layer (Mixtral, gpt-oss)."""
+    first = text.get("first_k_dense_replace")
+    if isinstance(first, int) and not isinstance(first, bool) and 0 <= first < layers:
+        freq = _int(text.get("moe_layer_freq")) or 1
+        return sum(1 for i in range(first, layers) if i % freq == 0)
+    step = _int(text.get("decoder_sparse_step")) or _int(text.get("interleave_moe_layer_step"))
+    dense = text.get("mlp_only_layers") or []
+    dense = set(dense) if isinstance(dense, list) else set()
+    step = step or 1
+    count = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    return count or layers
 
 
 def _known() -> frozenset[str]:

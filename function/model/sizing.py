@@ -52,7 +52,7 @@ from function.model.sizing_checks import (  # noqa: F401 - the names sizing's ca
     _check_gpu,
     _is_count,
 )
-from function.model.sizing_hints import bigger_gpu_hint, offer
+from function.model.sizing_hints import bigger_gpu_hint, fill, offer, span_hint
 from function.model.topology import (  # noqa: F401 - the names sizing's callers use
     _check_expert,
     _checked_split,
@@ -172,11 +172,13 @@ def plan(
     engine: EngineSettings | None = None,
     max_nodes: int = 1,
     expert: bool | None = None,
+    one_pod: bool = False,
 ) -> Plan:
     """Size a vLLM deployment of ``facts`` on ``gpus`` (None: choose) GPUs of shape ``gpu``,
     with the engine settings the claim gives (None: the function's defaults); a replica may
     span up to ``max_nodes`` nodes (1: one node). ``expert``: the claim's
-    spec.parameters.parallelism.expert (None: the function chooses)."""
+    spec.parameters.parallelism.expert (None: the function chooses); ``one_pod``: the
+    backend serves a replica from one pod (llm-d), which the words of a shortfall follow."""
     engine = engine or EngineSettings()
     _check_gpu(gpu)
     _check_facts(facts)
@@ -208,8 +210,12 @@ def plan(
             for c in valid_gpu_counts(facts, gpu.per_node)
             if c > n and vllm_memory.fits(facts, c, gpu, engine)
         ]
-        hint = f"gpu: {larger[0]} would fit" if larger else bigger_gpu_hint(facts, n, engine)
-        shortfall = f"{message}; {hint}"
+        if larger:
+            hint = f"gpu: {larger[0]} would fit"
+        else:
+            hint = bigger_gpu_hint(facts, n, engine)
+            hint += span_hint(facts, hint, max_nodes if nodes == 1 else 2)
+        shortfall = fill(f"{message}; {hint}", one_pod)
         warnings.append(shortfall)
     elif facts.context_known and max_model_len < facts.context_length:
         warnings.append(

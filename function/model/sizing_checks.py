@@ -9,7 +9,7 @@ import math
 from function.errors import FieldError
 from function.limits import GpuShape
 from function.model.catalog import ModelFacts
-from function.model.sizing_hints import HINTS
+from function.model.sizing_hints import fill
 
 GPU_FIELD = "spec.parameters.gpu"
 EXPERT_FIELD = "spec.parameters.parallelism.expert"
@@ -46,9 +46,7 @@ class SizingError(FieldError):
         return self._say(field or self.field, one_pod=one_pod)
 
     def _say(self, field: str, one_pod: bool = False, bare: bool = False) -> str:
-        text = self.template
-        for token, (spans, pod) in HINTS.items():
-            text = text.replace(token, pod if one_pod else spans)
+        text = fill(self.template, one_pod)
         return f"{field}{self.lead}{text}" if self.names_field and not bare else text
 
 

@@ -15,6 +15,9 @@ from function.model.vllm_memory import EngineSettings
 # which `render` fills for the backend (an llm-d pod never spans nodes).
 SPAN = "{span}"
 MULTINODE = "{multinode}"
+# A model larger than one node, on a cluster whose replicas may not span nodes: what would let
+# them (said after the GPU size that would hold it on one node).
+LWS = "{lws}"
 HINTS = {
     SPAN: (
         " (an InferenceCluster with apps.lws spans nodes)",
@@ -25,7 +28,30 @@ HINTS = {
         "; llm-d serves a replica from one pod: use the productionStack backend on an "
         "InferenceCluster with apps.lws",
     ),
+    LWS: (
+        "; or let one replica span nodes: an InferenceCluster with apps.lws (and gpu.maxNodes "
+        "above 1)",
+        "; llm-d serves a replica from one pod: to span nodes, use the productionStack backend "
+        "on an InferenceCluster with apps.lws",
+    ),
 }
+
+
+def fill(text: str, one_pod: bool = False) -> str:
+    """`text` with the placeholders worded for a backend whose replicas are one pod each
+    (`one_pod`: llm-d) or may span nodes."""
+    for token, (spans, pod) in HINTS.items():
+        text = text.replace(token, pod if one_pod else spans)
+    return text
+
+
+def span_hint(facts: ModelFacts, text: str, max_nodes: int) -> str:
+    """The LWS placeholder when a generative model does not fit one node of a cluster whose
+    replicas may not span nodes, and `text` does not already say more than one node."""
+    if max_nodes < 2 and facts.task == "generate" and MULTINODE not in text:
+        return LWS
+    return ""
+
 
 # GPU sizes named in hints when nothing fits, smallest first (function/limits.yaml).
 KNOWN_GPU_SIZES: tuple[tuple[float, str], ...] = tuple(

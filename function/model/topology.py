@@ -16,7 +16,7 @@ from function.model.sizing_checks import (
     _check_gpu,
     _is_count,
 )
-from function.model.sizing_hints import SPAN, bigger_gpu_hint, offer
+from function.model.sizing_hints import SPAN, bigger_gpu_hint, offer, span_hint
 from function.model.vllm_memory import EngineSettings
 
 
@@ -120,9 +120,12 @@ def choose_topology(
     tensor parallel = GPUs per node, pipeline parallel = nodes)."""
     try:
         return choose_gpus(facts, gpu, engine), 1
-    except SizingError:
+    except SizingError as e:
         if max_nodes < 2:
-            raise
+            lws = span_hint(facts, e.template, max_nodes)
+            if not lws:
+                raise
+            raise SizingError(e.field, e.value, e.template + lws) from e
     tp = max(valid_gpu_counts(facts, gpu.per_node) or [0])
     if tp and facts.task == "generate":
         for nodes in range(2, max_nodes + 1):

@@ -36,7 +36,7 @@ def plan_role(
     """A plan on one node for one side of a disaggregated model, refused where vLLM would
     not start (the messages name the side's field)."""
     try:
-        plan = sizing.plan(facts, gpus, target.gpu, engine, 1)
+        plan = sizing.plan(facts, gpus, target.gpu, engine, 1, one_pod=True)
     except sizing.SizingError as e:
         # A side's pods are one pod each; the message names the side's own field.
         message = e.render(field=field_, one_pod=True)

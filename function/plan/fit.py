@@ -63,7 +63,13 @@ def plan_model(
             plan = sizing.plan_without_facts(spec.gpu, target.gpu)
         else:
             plan = sizing.plan(
-                facts, spec.gpu, target.gpu, engine, target.span, expert=spec.expert_parallel
+                facts,
+                spec.gpu,
+                target.gpu,
+                engine,
+                target.span,
+                expert=spec.expert_parallel,
+                one_pod=spec.llmd,
             )
     except sizing.SizingError as e:
         message = e.render(one_pod=spec.llmd)

@@ -401,3 +401,28 @@ def test_status_shows_the_split() -> None:
     assert topology(dense) == (
         "2 nodes x 8 h100: tensor parallel 8 inside each node, pipeline parallel 2 across nodes"
     )
+
+
+# (name, config.json keys, layers) -> layers with routed experts
+MOE_LAYERS = [
+    ("DeepSeek-V3: three dense layers first", {"first_k_dense_replace": 3}, 61, 58),
+    ("Kimi-K2: one dense layer first", {"first_k_dense_replace": 1, "moe_layer_freq": 1}, 61, 60),
+    ("GLM-4.5", {"first_k_dense_replace": 3}, 92, 89),
+    ("every other layer after the first", {"first_k_dense_replace": 1, "moe_layer_freq": 2}, 9, 4),
+    ("Qwen3 MoE: every layer", {"decoder_sparse_step": 1, "mlp_only_layers": []}, 94, 94),
+    ("Qwen MoE with dense layers", {"decoder_sparse_step": 1, "mlp_only_layers": [0, 1]}, 48, 46),
+    ("Qwen MoE, every second layer", {"decoder_sparse_step": 2}, 24, 12),
+    ("Llama-4 Maverick: interleaved", {"interleave_moe_layer_step": 2}, 48, 24),
+    ("Mixtral: every layer", {}, 56, 56),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "layers", "expected"),
+    [c[1:] for c in MOE_LAYERS],
+    ids=[c[0] for c in MOE_LAYERS],
+)
+def test_which_layers_hold_experts(config: dict, layers: int, expected: int) -> None:
+    from function.model.model_config import moe_layers
+
+    assert moe_layers(config, layers) == expected

@@ -335,3 +335,15 @@ def test_placement_skips_clusters_that_would_refuse_the_claim() -> None:
     out = run(claim(aliases=["chat"]), [cluster("aaa", "l4"), cluster("zzz", "l4")], [taken])
     assert chosen(out) == "zzz"
     assert "already serves chat" in verdicts(out)["aaa"]
+
+
+def test_a_model_larger_than_a_node_is_told_about_apps_lws() -> None:
+    """Llama-3.1-405B in BF16 needs more than 8 H100s offer; an H200 would hold it, and so
+    would two nodes of H100s where replicas may span nodes: the reason says both."""
+    out = run(claim("meta-llama/Llama-3.1-405B-Instruct"), [cluster("h100s", "h100", 8, 2)], [])
+    reason = verdicts(out)["h100s"]
+    assert "(e.g. H200 141 GB)" in reason
+    assert reason.endswith(
+        "; or let one replica span nodes: an InferenceCluster with apps.lws (and gpu.maxNodes "
+        "above 1)"
+    ), reason

@@ -21,6 +21,11 @@ from function.model.sizing import (
     valid_gpu_counts,
 )
 
+# What a refusal adds on a cluster whose replicas may not span nodes (sizing_hints.LWS).
+LWS_HINT = (
+    "; or let one replica span nodes: an InferenceCluster with apps.lws (and gpu.maxNodes above 1)"
+)
+
 
 def shape(gpu_type: str, per_node: int = 8) -> GpuShape:
     """A node of `per_node` GPUs of a type, with the memory function/limits.yaml gives it."""
@@ -162,7 +167,7 @@ REFERENCE_PLANS = [
             warnings=(
                 "moonshotai/Kimi-K2.5 needs about 665 GiB of GPU memory; 8 x 79.11 GiB GPUs at "
                 "0.9 utilisation offer 570 GiB; 8 GPUs with at least 93 GiB each would do "
-                "(e.g. H200 141 GB)",
+                "(e.g. H200 141 GB)" + LWS_HINT,
             ),
         ),
     ),
@@ -295,7 +300,7 @@ CHOICE_ERRORS = [
         H100,
         "moonshotai/Kimi-K2.5 needs about 665 GiB of GPU memory, more than a node offers: "
         "8 x 79.11 GiB GPUs at 0.9 utilisation offer 570 GiB; 8 GPUs with at least 93 GiB each "
-        "would do (e.g. H200 141 GB)",
+        "would do (e.g. H200 141 GB)" + LWS_HINT,
     ),
     (
         "kimi-k2-fp8-on-h200",
@@ -312,7 +317,7 @@ CHOICE_ERRORS = [
         SINGLE_L4,
         "Qwen/Qwen2.5-14B-Instruct needs about 35 GiB of GPU memory, more than a node offers: "
         "1 x 21.95 GiB GPU at 0.9 utilisation offers 20 GiB; 1 GPU with at least 41 GiB each "
-        "would do (e.g. A100 40 GB)",
+        "would do (e.g. A100 40 GB)" + LWS_HINT,
     ),
 ]
 

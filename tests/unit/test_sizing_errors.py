@@ -268,3 +268,54 @@ def test_a_bad_override_is_refused_naming_the_argument() -> None:
     )
     (fatal,) = [r.message for r in rsp.results if r.severity == 1]
     assert fatal.startswith("spec.parameters.engine.extraArgs: --gpu-memory-utilization '1.5'")
+
+
+# (case, GPU count the claim gives, backend serves a replica from one pod) -> how the
+# refusal ends, on a cluster whose replicas may not span nodes
+LWS_WORDS = [
+    (
+        "chosen count, productionStack",
+        None,
+        False,
+        "(e.g. H200 141 GB); or let one replica span nodes: an InferenceCluster with apps.lws "
+        "(and gpu.maxNodes above 1)",
+    ),
+    (
+        "chosen count, llm-d",
+        None,
+        True,
+        "(e.g. H200 141 GB); llm-d serves a replica from one pod: to span nodes, use the "
+        "productionStack backend on an InferenceCluster with apps.lws",
+    ),
+    (
+        "the claim's count, productionStack",
+        8,
+        False,
+        "(e.g. H200 141 GB); or let one replica span nodes: an InferenceCluster with apps.lws "
+        "(and gpu.maxNodes above 1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "one_pod", "ends"), [c[1:] for c in LWS_WORDS], ids=[c[0] for c in LWS_WORDS]
+)
+def test_larger_than_a_node_without_lws_says_what_would_span(gpus, one_pod, ends) -> None:
+    f = facts("meta-llama/Llama-3.1-405B-Instruct")
+    if gpus is None:
+        with pytest.raises(sizing.SizingError) as e:
+            sizing.plan(f, None, shape("h100"), None, 1, one_pod=one_pod)
+        message = e.value.render(one_pod=one_pod)
+    else:
+        message = sizing.plan(f, gpus, shape("h100"), None, 1, one_pod=one_pod).shortfall
+    assert message is not None and message.endswith(ends), message
+    assert "{" not in message, "no placeholder left"
+    # Where replicas may span nodes, the plan spans them instead of refusing.
+    assert sizing.plan(f, None, shape("h100"), None, 2).nodes == 2
+
+
+def test_no_placeholder_reaches_a_shortfall() -> None:
+    """Kimi-K2 on one H200 node: no GPU is large enough, the words say more than one node."""
+    plan = sizing.plan(facts("moonshotai/Kimi-K2-Instruct"), 8, shape("h200"))
+    assert plan.shortfall is not None and "{" not in plan.shortfall
+    assert plan.shortfall.endswith("more than one node, an InferenceCluster with apps.lws)")
