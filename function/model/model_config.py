@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.model import catalog_lookup
+from function.model import catalog_lookup, hf_config, vllm_support
 from function.model.catalog import GB, GIB, ModelFacts
 from function.model.catalog_loader import ArchRule, CatalogError
 
@@ -105,6 +105,10 @@ PIPELINE_TASKS = {
 
 class ConfigError(ValueError):
     """What the Hub served cannot describe a model the function can size."""
+
+
+class UnsupportedArchitecture(ConfigError):
+    """vLLM does not serve the model's architecture: refused, not estimated."""
 
 
 @dataclass(frozen=True)
@@ -318,11 +322,12 @@ def _pick_task(model: HubModel, family: str | None, rule: ArchRule, arch: str) -
     return rule.task, f"architecture {arch}"
 
 
-def facts(model: HubModel) -> ModelFacts:
+def facts(model: HubModel, *, transformers: bool = True) -> ModelFacts:
     """The model's facts, its family chosen by architecture; ConfigError when the Hub's
-    answer cannot be sized."""
+    answer cannot be sized (UnsupportedArchitecture when vLLM does not serve it).
+    `transformers=False` reads config.json by hand only (the other path, for tests)."""
     try:
-        return _facts(model)
+        return _facts(model, transformers)
     except ConfigError:
         raise
     except CatalogError as e:
@@ -333,7 +338,36 @@ def facts(model: HubModel) -> ModelFacts:
         ) from e
 
 
-def _facts(model: HubModel) -> ModelFacts:
+def _read(config: Mapping[str, Any], model: HubModel, transformers: bool) -> tuple[
+    Mapping[str, Any], Mapping[str, Any], str
+]:
+    """(config, text config, how read): through transformers' config class when it knows the
+    model type (function/model/hf_config.py), else by hand."""
+    if transformers:
+        try:
+            read = hf_config.read(config)
+        except hf_config.HFConfigError as e:
+            raise ConfigError(f"config.json of {model.id} cannot be read: {e}") from e
+        if read is not None:
+            return read[0], read[1], "transformers config class"
+    return config, _text(config), "by hand"
+
+
+def _supported(arch: str, config: Mapping[str, Any], model: HubModel) -> str:
+    try:
+        return vllm_support.support(arch, config.get("auto_map"), lambda: _in_transformers(arch)).note
+    except vllm_support.Unsupported as e:
+        raise UnsupportedArchitecture(f"{model.id}: {e}") from e
+
+
+def _in_transformers(arch: str) -> bool:
+    try:
+        return hasattr(hf_config.transformers_module(), arch)
+    except Exception:  # transformers broken or absent: vLLM's backend would not find it either
+        return False
+
+
+def _facts(model: HubModel, transformers: bool = True) -> ModelFacts:
     mistral = mistral_format(model)
     config: Mapping[str, Any] | None = model.config
     if config is None and mistral and model.params_json is not None:
@@ -344,8 +378,9 @@ def _facts(model: HubModel) -> ModelFacts:
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch is None:
         raise ConfigError(f"config.json of {model.id} names no architectures")
+    served_as = _supported(arch, config, model)
     rule = catalog_lookup.arch_rule(arch)
-    text = _text(config)
+    config, text, read_how = _read(config, model, transformers)
     where = f"config.json of {model.id}"
     layers = _int(text.get("num_hidden_layers")) or _int(text.get("n_layer"))
     heads = _int(text.get("num_attention_heads")) or _int(text.get("n_head"))
@@ -430,7 +465,13 @@ def _facts(model: HubModel) -> ModelFacts:
     if config.get("vision_config") is not None and not rule.multimodal:
         entry["multimodal"] = ["image"]
     entry["provenance"] = [
-        ("config", f"config.json of {model.id}" + (f"@{model.sha[:12]}" if model.sha else "")),
+        (
+            "config",
+            f"config.json of {model.id}"
+            + (f"@{model.sha[:12]}" if model.sha else "")
+            + f", read {read_how}",
+        ),
+        ("architecture", served_as),
         ("family", f"{family or 'none'} (architecture {arch})"),
         ("task", task_from),
         ("context", f"{length} from {length_key}"),
