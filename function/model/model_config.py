@@ -85,6 +85,7 @@ MLA_MODEL_TYPES = {  # model_arch_config_convertor.py is_deepseek_mla
     "pangu_ultra_moe",
     "bailing_hybrid",
 }
+FALCON_MODEL_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")  # the convertor's model types
 EXPERT_COUNT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 TORCH_DTYPES = {
@@ -338,9 +339,9 @@ def facts(model: HubModel, *, transformers: bool = True) -> ModelFacts:
         ) from e
 
 
-def _read(config: Mapping[str, Any], model: HubModel, transformers: bool) -> tuple[
-    Mapping[str, Any], Mapping[str, Any], str
-]:
+def _read(
+    config: Mapping[str, Any], model: HubModel, transformers: bool
+) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
     """(config, text config, how read): through transformers' config class when it knows the
     model type (function/model/hf_config.py), else by hand."""
     if transformers:
@@ -355,9 +356,25 @@ def _read(config: Mapping[str, Any], model: HubModel, transformers: bool) -> tup
 
 def _supported(arch: str, config: Mapping[str, Any], model: HubModel) -> str:
     try:
-        return vllm_support.support(arch, config.get("auto_map"), lambda: _in_transformers(arch)).note
+        return vllm_support.support(
+            arch, config.get("auto_map"), lambda: _in_transformers(arch)
+        ).note
     except vllm_support.Unsupported as e:
         raise UnsupportedArchitecture(f"{model.id}: {e}") from e
+
+
+def model_type_of(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    return str(text.get("model_type") or config.get("model_type") or "")
+
+
+def _falcon_multi_query(text: Mapping[str, Any], model_type: str) -> bool:
+    """Falcon's multi-query attention has one KV head unless the new decoder architecture
+    is on (model_arch_config_convertor.py FalconModelArchConfigConvertor)."""
+    return (
+        model_type in FALCON_MODEL_TYPES
+        and text.get("multi_query") is True
+        and not text.get("new_decoder_architecture")
+    )
 
 
 def _in_transformers(arch: str) -> bool:
@@ -395,6 +412,8 @@ def _facts(model: HubModel, transformers: bool = True) -> ModelFacts:
         ),
         heads,
     )
+    if _falcon_multi_query(text, model_type_of(config, text)):
+        kv_heads = 1
     head_dim = _int(text.get("head_dim")) or (hidden // heads if hidden else 0)
     if not head_dim:
         raise ConfigError(f"{where} names neither head_dim nor hidden_size")

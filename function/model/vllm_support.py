@@ -10,7 +10,9 @@ from vllm/model_executor/models/registry.py `ModelRegistry.inspect_model_cls`:
    vLLM serves it through its Transformers modeling backend when the class is
    backend-compatible, which vLLM checks at start-up (importing it needs torch; we do not).
 A name only the repository's remote code (`auto_map`) defines is refused: vLLM would have
-to run that code (trust_remote_code) to learn whether its backend can serve it.
+to run that code (trust_remote_code) to learn whether its backend can serve it. A name in
+`_PREVIOUSLY_SUPPORTED_MODELS` is refused with the last release that had it, as vLLM's own
+`_raise_for_unsupported` names it (we do not assume its Transformers backend takes them over).
 """
 
 from __future__ import annotations
@@ -74,16 +76,16 @@ def support(arch: str, auto_map: Any, in_transformers: Callable[[], bool]) -> Su
     base = _converted(arch)
     if base is not None:
         return Support("converted", f"vLLM {v} converts {arch} from its {base}")
-    if in_transformers():
+    old = _data()["previously_supported"].get(arch)
+    if not old and in_transformers():
         return Support(
             "transformers-backend",
             f"vLLM {v} has no {arch} of its own and serves it through its Transformers "
             f"modeling backend (model_impl auto), if the class supports that backend",
         )
-    old = _data()["previously_supported"].get(arch)
     why = f"vLLM {v} does not serve architecture {arch}"
     if old:
-        why += f" (its last vLLM with it was {old})"
+        why += f" (vLLM removed it; its last release with it was {old})"
     elif isinstance(auto_map, dict) and auto_map:
         why += (
             " (the repository's own code defines it, auto_map; vLLM would have to run that "
