@@ -5,9 +5,11 @@ refused (function/model/vllm_support.py)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import hub_server
 import pytest
+from conftest import ROOT
 
 from function.model import catalog_lookup, hf_config, model_config, vllm_support
 from function.model.model_config import HubModel
@@ -279,7 +281,19 @@ def test_every_catalog_architecture_is_one_vllm_serves() -> None:
 
 def test_the_architecture_list_is_vllms() -> None:
     data = vllm_support._data()
-    assert data["version"] == "0.17.1"
+    versions = (ROOT / "kcl" / "versions.k").read_text()
+    pinned = re.search(r'^vllm_version = "([^"]+)"', versions, re.MULTILINE)
+    assert pinned and data["version"] == pinned.group(1) == "0.17.1"
     assert "LlamaForCausalLM" in data["architectures"]["text_generation"]
     assert "LlavaForConditionalGeneration" in data["architectures"]["multimodal"]
     assert len(vllm_support.registered()) > 300
+
+
+def test_transformers_is_pinned_within_what_the_engines_vllm_accepts() -> None:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (pin,) = [d.split("==")[1] for d in deps if d.startswith("transformers==")]
+    # vLLM 0.17.1 requires transformers >= 4.56.0, < 5 (its PyPI metadata)
+    assert (4, 56) <= tuple(int(p) for p in pin.split(".")[:2]) < (5, 0)
+    assert hf_config.transformers_module().__version__ == pin
