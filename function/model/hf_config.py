@@ -20,6 +20,11 @@ from typing import Any
 
 from function.model import vllm_support
 
+# Config classes build per-layer lists (Qwen2Config's layer_types): a hostile layer count
+# would take the function's memory and time. No served model comes near this.
+MAX_LAYERS = 4096
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
 
 class HFConfigError(ValueError):
     """transformers refused the config (model_config.py turns it into a ConfigError)."""
@@ -72,12 +77,22 @@ def transformers_module() -> Any:
     return transformers
 
 
+def _check_layers(config: Mapping[str, Any]) -> None:
+    parts = [config, *(v for v in config.values() if isinstance(v, Mapping))]
+    for part in parts:
+        for key in LAYER_KEYS:
+            value = part.get(key)
+            if isinstance(value, int) and value > MAX_LAYERS:
+                raise HFConfigError(f"{key} {value} is more layers than any model has")
+
+
 def read(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
     """(whole config, text config) as views over transformers' objects; None when the model
     type is one transformers does not know or vLLM reads with its own class (read by hand)."""
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type in vllm_support.vllm_config_model_types():
         return None
+    _check_layers(config)
     try:
         transformers = transformers_module()
         if model_type not in transformers.CONFIG_MAPPING:

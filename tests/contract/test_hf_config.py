@@ -181,6 +181,20 @@ GARBAGE = [
         "layer_types",
     ),
     (
+        "a hostile layer count (per-layer lists would take minutes)",
+        _config("qwen2", architectures=["Qwen2ForCausalLM"], num_hidden_layers=10**7),
+        "more layers than any model has",
+    ),
+    (
+        "a hostile layer count in the text config",
+        _config(
+            "llava",
+            architectures=["LlavaForConditionalGeneration"],
+            text_config={"model_type": "qwen2", "n_layer": 10**9},
+        ),
+        "more layers than any model has",
+    ),
+    (
         "zero attention heads",
         _config("llama", architectures=["LlamaForCausalLM"], num_attention_heads=0),
         "ZeroDivisionError",
