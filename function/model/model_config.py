@@ -1,7 +1,10 @@
 """A model's facts from what the Hugging Face Hub serves: config.json, the repository's file
 list with sizes and its safetensors metadata. Pure: `function/model/hub.py` fetches, this reads.
 
-What vLLM (the engine image's version) reads, read the same way:
+What vLLM (the engine image's version) reads, read the same way. config.json goes through
+its transformers config class first (function/model/hf_config.py: class defaults, attribute
+maps, text sub-config), by hand when transformers lacks the model type; an architecture vLLM
+does not serve is an UnsupportedArchitecture (function/model/vllm_support.py).
 
 - Shape: `text_config` (or `language_config`, `llm_config`) when the architecture nests its
   language model; layers, heads, KV heads (`num_key_value_heads`, `n_head_kv`,
@@ -363,7 +366,7 @@ def _supported(arch: str, config: Mapping[str, Any], model: HubModel) -> str:
         raise UnsupportedArchitecture(f"{model.id}: {e}") from e
 
 
-def model_type_of(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+def _model_type_of(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     return str(text.get("model_type") or config.get("model_type") or "")
 
 
@@ -412,7 +415,7 @@ def _facts(model: HubModel, transformers: bool = True) -> ModelFacts:
         ),
         heads,
     )
-    if _falcon_multi_query(text, model_type_of(config, text)):
+    if _falcon_multi_query(text, _model_type_of(config, text)):
         kv_heads = 1
     head_dim = _int(text.get("head_dim")) or (hidden // heads if hidden else 0)
     if not head_dim:
