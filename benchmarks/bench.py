@@ -18,6 +18,8 @@ Figures are printed, not asserted: compare them run to run on the same machine.
   over 1,000 clusters (issue 25), read from its cluster's ledger; and its first reconcile.
 - placement: a fleet filled by clusterSelector, 1,000 models over 200 clusters (issue 14).
 - placement-spread: 1,000 models x 3 placements (one per region) over 200 clusters (issue 26).
+- hub-config: the first Hub config a process reads (transformers imported, its config class
+  built: function/model/hf_config.py), then one more, in a fresh interpreter.
 - suite: the pytest suite, once.
 The last lines print the speed targets (issues 11, 14 and 26), each with what was measured and
 met / NOT MET.
@@ -335,6 +337,34 @@ def bench_render(runs: int) -> None:
     validated = _wall([cli, "render", "examples/", "--validate"], runs)
     print(f"{'render':<20} {'examples/':<34} {plain:6.2f} s   with --validate {validated:6.2f} s")
     TARGETS.append(("dot-inference render examples/ --validate", validated, 1.5, " s"))
+
+
+HUB_CONFIG = """
+import time
+from function.model import model_config
+from function.model.model_config import HubModel
+config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+          "num_attention_heads": 32, "hidden_size": 4096, "max_position_embeddings": 4096}
+model = HubModel(id="acme/X-7B", config=config, parameters={"BF16": 7 * 10**9})
+start = time.perf_counter(); model_config.facts(model); first = time.perf_counter() - start
+start = time.perf_counter(); model_config.facts(model); again = time.perf_counter() - start
+print(first, again)
+"""
+
+
+def bench_hub_config(runs: int) -> None:
+    """What the first config read through transformers costs a process (its import), best of
+    `runs` fresh interpreters, and a second read; a figure, not a target."""
+    best = (float("inf"), float("inf"))
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", HUB_CONFIG], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.split()
+        best = min(best, (float(out[0]), float(out[1])))
+    print(
+        f"{'hub-config':<20} {'transformers import + first config':<34} {best[0] * 1e3:8.1f} ms"
+        f"   next config {best[1] * 1e3:6.2f} ms"
+    )
 
 
 def bench_suite(_: int) -> None:
@@ -739,6 +769,7 @@ BENCHES = {
     "kcl-step": bench_kcl_step,
     "kcl-memory": bench_kcl_memory,
     "render": bench_render,
+    "hub-config": bench_hub_config,
     "suite": bench_suite,
 }
 
@@ -764,6 +795,7 @@ def main() -> None:
         "kcl-step": args.kcl_calls,
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,
+        "hub-config": args.render_runs,
     }
     for name in args.only or list(BENCHES):
         BENCHES[name](counts.get(name, args.calls))

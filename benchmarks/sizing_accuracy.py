@@ -1,5 +1,5 @@
 """How close the function's sizing is to what vLLM does, over every recorded model (the Hub's
-answers rebuilt in tests/contract/testdata/hub, 45 public model ids).
+answers rebuilt in tests/contract/testdata/hub, 46 public model ids).
 
   ./task sizing-accuracy            # the table and the three targets
   python benchmarks/sizing_accuracy.py --csv
@@ -81,6 +81,19 @@ def _text(config: dict) -> dict:
         (config[k] for k in ("text_config", "language_config") if isinstance(config.get(k), dict)),
         config,
     )
+
+
+def as_vllm_reads(config: dict) -> dict:
+    """A sparse text config (llava's lists only what differs from LlamaConfig) filled in with
+    its transformers class's defaults, as vLLM 0.17.1 reads it; any other config as it is."""
+    text = _text(config)
+    if text is config or "num_attention_heads" in text:
+        return config
+    from transformers import AutoConfig
+
+    model_type = config["model_type"]
+    rest = {k: v for k, v in config.items() if k != "model_type"}
+    return AutoConfig.for_model(model_type, **rest).to_dict()
 
 
 def layer_types(config: dict) -> list[str]:
@@ -271,7 +284,7 @@ def measure(doc: dict[str, Any]) -> Row:
     mid = doc["id"]
     cat = catalog_lookup.lookup(mid)
     facts = cat or model_config.facts(hub_server.hub_model(doc))
-    config = doc["files"]["config.json"]
+    config = as_vllm_reads(doc["files"]["config.json"])
     name = name_estimate.estimate_from_name(mid)
     real = real_checkpoint_gib(doc)
     specs1 = vllm_specs(facts, config, 1)

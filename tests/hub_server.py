@@ -3,7 +3,7 @@ tests/contract/testdata/hub/*.yaml (one model each, rebuilt from public copies; 
 file's `sources`). The function's Hub client reaches it through HF_ENDPOINT, as it would reach
 a company mirror. No test touches the network.
 
-Routes (the ones huggingface_hub 2.x uses for what function/model/hub.py asks):
+Routes (the ones huggingface_hub (0.36, the pinned one) uses for what function/model/hub.py asks):
 - GET /api/models/<org>/<name>[/revision/<rev>]: the model info (sha, gated, pipeline tag,
   safetensors metadata, siblings with sizes);
 - HEAD and GET /<org>/<name>/resolve/<rev>/<file>: a file, with the X-Repo-Commit and ETag

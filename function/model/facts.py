@@ -129,6 +129,8 @@ def model_facts(
     if answer is not None and answer.status == "found" and answer.model is not None:
         try:
             return model_config.facts(answer.model), "hub"
+        except model_config.UnsupportedArchitecture as e:
+            raise SpecError(f"{P}.model", spec.model, f"{P}.model: {e}") from e
         except model_config.ConfigError as e:
             out.warnings.append(f"{P}.model: {e}; sized from its name instead")
     elif answer is not None and answer.status == "not_found":

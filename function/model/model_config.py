@@ -1,7 +1,10 @@
 """A model's facts from what the Hugging Face Hub serves: config.json, the repository's file
 list with sizes and its safetensors metadata. Pure: `function/model/hub.py` fetches, this reads.
 
-What vLLM (the engine image's version) reads, read the same way:
+What vLLM (the engine image's version) reads, read the same way. config.json goes through
+its transformers config class first (function/model/hf_config.py: class defaults, attribute
+maps, text sub-config), by hand when transformers lacks the model type; an architecture vLLM
+does not serve is an UnsupportedArchitecture (function/model/vllm_support.py).
 
 - Shape: `text_config` (or `language_config`, `llm_config`) when the architecture nests its
   language model; layers, heads, KV heads (`num_key_value_heads`, `n_head_kv`,
@@ -34,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.model import catalog_lookup
+from function.model import catalog_lookup, hf_config, vllm_support
 from function.model.catalog import GB, GIB, ModelFacts
 from function.model.catalog_loader import ArchRule, CatalogError
 
@@ -85,6 +88,7 @@ MLA_MODEL_TYPES = {  # model_arch_config_convertor.py is_deepseek_mla
     "pangu_ultra_moe",
     "bailing_hybrid",
 }
+FALCON_MODEL_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")  # the convertor's model types
 EXPERT_COUNT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 TORCH_DTYPES = {
@@ -105,6 +109,10 @@ PIPELINE_TASKS = {
 
 class ConfigError(ValueError):
     """What the Hub served cannot describe a model the function can size."""
+
+
+class UnsupportedArchitecture(ConfigError):
+    """vLLM does not serve the model's architecture: refused, not estimated."""
 
 
 @dataclass(frozen=True)
@@ -318,11 +326,12 @@ def _pick_task(model: HubModel, family: str | None, rule: ArchRule, arch: str) -
     return rule.task, f"architecture {arch}"
 
 
-def facts(model: HubModel) -> ModelFacts:
+def facts(model: HubModel, *, transformers: bool = True) -> ModelFacts:
     """The model's facts, its family chosen by architecture; ConfigError when the Hub's
-    answer cannot be sized."""
+    answer cannot be sized (UnsupportedArchitecture when vLLM does not serve it).
+    `transformers=False` reads config.json by hand only (the other path, for tests)."""
     try:
-        return _facts(model)
+        return _facts(model, transformers)
     except ConfigError:
         raise
     except CatalogError as e:
@@ -333,7 +342,52 @@ def facts(model: HubModel) -> ModelFacts:
         ) from e
 
 
-def _facts(model: HubModel) -> ModelFacts:
+def _read(
+    config: Mapping[str, Any], model: HubModel, transformers: bool
+) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
+    """(config, text config, how read): through transformers' config class when it knows the
+    model type (function/model/hf_config.py), else by hand."""
+    if transformers:
+        try:
+            read = hf_config.read(config)
+        except hf_config.HFConfigError as e:
+            raise ConfigError(f"config.json of {model.id} cannot be read: {e}") from e
+        if read is not None:
+            return read[0], read[1], "transformers config class"
+    return config, _text(config), "by hand"
+
+
+def _supported(arch: str, config: Mapping[str, Any], model: HubModel) -> str:
+    try:
+        return vllm_support.support(
+            arch, config.get("auto_map"), lambda: _in_transformers(arch)
+        ).note
+    except vllm_support.Unsupported as e:
+        raise UnsupportedArchitecture(f"{model.id}: {e}") from e
+
+
+def _model_type_of(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    return str(text.get("model_type") or config.get("model_type") or "")
+
+
+def _falcon_multi_query(text: Mapping[str, Any], model_type: str) -> bool:
+    """Falcon's multi-query attention has one KV head unless the new decoder architecture
+    is on (model_arch_config_convertor.py FalconModelArchConfigConvertor)."""
+    return (
+        model_type in FALCON_MODEL_TYPES
+        and text.get("multi_query") is True
+        and not text.get("new_decoder_architecture")
+    )
+
+
+def _in_transformers(arch: str) -> bool:
+    try:
+        return hasattr(hf_config.transformers_module(), arch)
+    except Exception:  # transformers broken or absent: vLLM's backend would not find it either
+        return False
+
+
+def _facts(model: HubModel, transformers: bool = True) -> ModelFacts:
     mistral = mistral_format(model)
     config: Mapping[str, Any] | None = model.config
     if config is None and mistral and model.params_json is not None:
@@ -344,8 +398,9 @@ def _facts(model: HubModel) -> ModelFacts:
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch is None:
         raise ConfigError(f"config.json of {model.id} names no architectures")
+    served_as = _supported(arch, config, model)
     rule = catalog_lookup.arch_rule(arch)
-    text = _text(config)
+    config, text, read_how = _read(config, model, transformers)
     where = f"config.json of {model.id}"
     layers = _int(text.get("num_hidden_layers")) or _int(text.get("n_layer"))
     heads = _int(text.get("num_attention_heads")) or _int(text.get("n_head"))
@@ -360,6 +415,8 @@ def _facts(model: HubModel) -> ModelFacts:
         ),
         heads,
     )
+    if _falcon_multi_query(text, _model_type_of(config, text)):
+        kv_heads = 1
     head_dim = _int(text.get("head_dim")) or (hidden // heads if hidden else 0)
     if not head_dim:
         raise ConfigError(f"{where} names neither head_dim nor hidden_size")
@@ -431,7 +488,13 @@ def _facts(model: HubModel) -> ModelFacts:
     if config.get("vision_config") is not None and not rule.multimodal:
         entry["multimodal"] = ["image"]
     entry["provenance"] = [
-        ("config", f"config.json of {model.id}" + (f"@{model.sha[:12]}" if model.sha else "")),
+        (
+            "config",
+            f"config.json of {model.id}"
+            + (f"@{model.sha[:12]}" if model.sha else "")
+            + f", read {read_how}",
+        ),
+        ("architecture", served_as),
         ("family", f"{family or 'none'} (architecture {arch})"),
         ("task", task_from),
         ("context", f"{length} from {length_key}"),

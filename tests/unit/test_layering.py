@@ -137,3 +137,30 @@ def test_every_backend_is_registered_once() -> None:
     claim = {"metadata": {"name": "m", "namespace": "a"}, "spec": {"parameters": {"model": "x/y"}}}
     one = sizing.plan_without_facts(1, GpuShape(80.0, 8, "h100", False))
     assert [b.serves(parse(claim), one) for b in registry.BACKENDS] == [False, False, False, True]
+
+
+# Modules that import transformers start fast without it: it is imported inside the function
+# that reads a Hub config (function/model/hf_config.py), on the first one.
+STARTUP = ["function.fn", "function.main", "dot_inference.cli"]
+
+
+@pytest.mark.parametrize("module", STARTUP)
+def test_starting_up_does_not_import_transformers(module: str) -> None:
+    import subprocess
+    import sys
+
+    heavy = "('transformers', 'torch')"
+    code = f"import sys, {module}; print(sorted(m for m in {heavy} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_only_hf_config_imports_transformers() -> None:
+    found = [
+        p.relative_to(FUNCTION).as_posix()
+        for p in _modules()
+        if any(m == "transformers" or m.startswith("transformers.") for m in _imports(p))
+    ]
+    assert found == ["model/hf_config.py"]
