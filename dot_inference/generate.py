@@ -242,7 +242,7 @@ def cluster_states(root: Path) -> dict[str, str]:
                 # Again once its resources exist (Ready, each with an id: the EFS file system's
                 # lets an EKS cluster publish its shared class).
                 result = render.render_in_package(
-                    pkg, claim, observed=[_created(r) for r in result.composed]
+                    pkg, claim, observed=[created(r) for r in result.composed]
                 )
                 if result.fatal:
                     raise GenerateError(f"{path}: {result.fatal}")
@@ -327,7 +327,7 @@ def golden_renders(root: Path, states: dict[str, str]) -> dict[str, str]:
     return {"tests/golden/renders.yaml": _dump({"renders": renders})}
 
 
-def _created(resource: dict) -> dict:
+def created(resource: dict) -> dict:
     """A composed resource as its provider reports it once created: Ready, with an id."""
     name = resource.get("metadata", {}).get("name") or resource["kind"].lower()
     return {

@@ -12,6 +12,7 @@ from function.model import catalog, sizing
 from function.model.facts import facts_status
 from function.outcome import Condition, Inputs, Outcome, condition_true, observed_manifest
 from function.plan import scaling
+from function.plan.concurrency import max_concurrency
 from function.policy.names import behind_router, llmd_route
 from function.spec import LLMSpec
 
@@ -173,6 +174,9 @@ def plan_status(
         }
     if engine.max_model_len:
         s["maxModelLen"] = engine.max_model_len
+        if facts is not None and isinstance(engine.max_model_len, int):
+            # What vLLM logs as "Maximum concurrency for N tokens per request".
+            s["maxConcurrency"] = max_concurrency(facts, plan, engine.max_model_len)
     return {"plan": s, "endpoint": endpoint, "servedModelNames": list(spec.routed_names)}
 
 

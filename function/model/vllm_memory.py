@@ -96,7 +96,7 @@ def pooling(facts: ModelFacts) -> bool:
     return facts.task != "generate"
 
 
-def _allocator(facts: ModelFacts, gpus: int, engine: EngineSettings, batched: int) -> Allocator:
+def allocator(facts: ModelFacts, gpus: int, engine: EngineSettings, batched: int) -> Allocator:
     kv_dtype = engine.kv_cache_dtype if engine.kv_cache_dtype != "auto" else facts.kv_cache_dtype
     return Allocator(
         tensor_parallel=gpus,
@@ -181,7 +181,7 @@ def _activation_gib(
     return peak / GIB
 
 
-def _stage_share(facts: ModelFacts, pipeline: int) -> float:
+def stage_share(facts: ModelFacts, pipeline: int) -> float:
     """The share of the model's layers its largest pipeline stage holds."""
     if pipeline <= 1 or not facts.layers:
         return 1.0
@@ -207,14 +207,14 @@ def gpu_memory(
     return _Memory(
         gpus=gpus,
         pipeline=pipeline,
-        stage_share=_stage_share(facts, pipeline),
+        stage_share=stage_share(facts, pipeline),
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
-        weights=expert_parallel.weights_per_gpu(facts, split, _stage_share(facts, pipeline)),
-        lora=lora_memory.buffer_gib(facts, gpus, engine.lora, _stage_share(facts, pipeline)),
+        weights=expert_parallel.weights_per_gpu(facts, split, stage_share(facts, pipeline)),
+        lora=lora_memory.buffer_gib(facts, gpus, engine.lora, stage_share(facts, pipeline)),
         activation=_activation_gib(facts, gpus, batched, seqs, split),
         # Collective buffers come with more than one rank, tensor or data parallel.
         non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus * data == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
-        allocator=_allocator(facts, gpus, engine, batched),
+        allocator=allocator(facts, gpus, engine, batched),
         batched=batched,
         seqs=seqs,
     )
