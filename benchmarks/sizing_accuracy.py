@@ -42,8 +42,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import hub_server  # noqa: E402
 
 from function.limits import GPU_TYPES, GpuShape  # noqa: E402
-from function.model import catalog, catalog_lookup, kv_cache, model_config  # noqa: E402
-from function.model import moe_memory, name_estimate, sizing  # noqa: E402
+from function.model import (  # noqa: E402
+    catalog,
+    catalog_lookup,
+    kv_cache,
+    model_config,
+    moe_memory,
+    name_estimate,
+    sizing,
+)
 from function.model.catalog import GIB  # noqa: E402
 from function.model.model_config import SAFETENSORS_BYTES  # noqa: E402
 
