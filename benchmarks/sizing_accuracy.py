@@ -42,7 +42,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import hub_server  # noqa: E402
 
 from function.limits import GPU_TYPES, GpuShape  # noqa: E402
-from function.model import catalog, catalog_lookup, kv_cache, model_config, name_estimate, sizing  # noqa: E402
+from function.model import (  # noqa: E402
+    catalog,
+    catalog_lookup,
+    kv_cache,
+    model_config,
+    moe_memory,
+    name_estimate,
+    sizing,
+)
 from function.model.catalog import GIB  # noqa: E402
 from function.model.model_config import SAFETENSORS_BYTES  # noqa: E402
 
@@ -261,6 +269,8 @@ def replay_vllm(
         0.0
         if facts.task != "generate"
         else VLLM_SAMPLER_BYTES_PER_LOGIT * seqs * (facts.vocab_size or 128256) / GIB
+        # vLLM 0.17.1's fused-MoE workspaces (fused_moe workspace_shapes), 0 for dense models
+        + moe_memory.workspace_gib(facts, tp, batched, gpu_type=gpu.type)
     )
     kv = (
         gpu.memory_gib * plan.gpu_memory_utilization

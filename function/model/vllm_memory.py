@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from function.limits import GpuShape
-from function.model import expert_parallel, kv_cache, lora_memory
+from function.model import expert_parallel, kv_cache, lora_memory, moe_memory
 from function.model.catalog import GIB, KV_DTYPE_BYTES, ModelFacts
 from function.model.kv_cache import Allocator
 from function.model.lora_memory import LoraShape
@@ -67,10 +67,10 @@ MAX_MODEL_LEN_MULTIPLE = 1024
 #   gemma-2 3.62-3.66, gemma-3 3.89-3.99, phi-2 0.79 at 1024 x vocab), up to 16.2 where the
 #   forward pass adds a little; 16.5 covers every run;
 SAMPLER_BYTES_PER_LOGIT = 16.5
-# - mixture-of-experts layers keep fused-MoE workspaces of max_num_batched_tokens x top-k x
-#   (3 x expert width / TP) and x hidden, in the model dtype, on top of it (Mixtral-8x7B TP2
-#   1.21 GiB, Qwen3-30B-A3B 2.68, DeepSeek-V2-Lite 1.93, Llama-4-Scout TP4 3.19: within
-#   0.12 GiB, none under);
+# - mixture-of-experts layers add the fused-MoE workspaces of vLLM 0.17.1's experts kernel
+#   (function/model/moe_memory.py, from its workspace_shapes; activation estimate vs measured,
+#   GiB: Mixtral-8x7B TP2 1.22 vs 1.21, Qwen3-30B-A3B 2.92 vs 2.68, Llama-4-Scout TP4 3.41
+#   vs 3.19, gpt-oss-20b TP2 3.30 vs 2.87: none under);
 # - a pooling model runs no sampler: its peak is one forward pass over max_num_batched_tokens
 #   (gate/up and activation of the MLP, 3 x intermediate / TP, plus 4 x hidden), 16-bit;
 # - non-torch memory (CUDA context growth, NCCL and custom all-reduce buffers) is 0.24-0.27
@@ -149,36 +149,26 @@ class _Memory:
         return self.kv_budget - self.safety
 
 
-# vLLM 0.17.1 runs a fused-MoE layer over at most this many tokens at once (envs.py
-# VLLM_FUSED_MOE_CHUNK_SIZE, 16 x 1024; fused_moe/fused_moe.py `fused_experts_impl` chunks by it).
-FUSED_MOE_CHUNK_TOKENS = 16 * 1024
-
-
 def _activation_gib(
     facts: ModelFacts,
     gpus: int,
     batched: int,
     seqs: int,
     split: expert_parallel.Split | None = None,
+    gpu_type: str | None = None,
 ) -> float:
-    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT). With expert
-    parallelism each rank runs whole experts (their full width), over the tokens of every
-    data parallel rank: the default all-to-all, allgather_reducescatter (config/parallel.py),
-    gathers them before the experts, up to the fused-MoE chunk."""
+    """vLLM's profiled activation peak (see SAMPLER_BYTES_PER_LOGIT), plus the fused-MoE
+    workspaces of vLLM 0.17.1's experts kernel (function/model/moe_memory.py), whose
+    shapes depend on the expert parallel split and, for MXFP4, on the GPU."""
     hidden = facts.hidden_size
     if pooling(facts):
         width = 3 * (facts.intermediate_size or 4 * hidden) // gpus + 4 * hidden
         return batched * width * 2 / GIB
     vocab = facts.vocab_size or DEFAULT_VOCAB
-    peak = SAMPLER_BYTES_PER_LOGIT * seqs * vocab
-    if facts.experts_per_token and facts.moe_intermediate_size:
-        topk = facts.experts_per_token
-        tokens, width = batched, facts.moe_intermediate_size // gpus
-        if split is not None and split.expert:
-            tokens = min(batched * split.data, max(batched, FUSED_MOE_CHUNK_TOKENS))
-            width = facts.moe_intermediate_size
-        peak += tokens * topk * (3 * width + hidden) * 2
-    return peak / GIB
+    peak = SAMPLER_BYTES_PER_LOGIT * seqs * vocab / GIB
+    ep = split.expert_size if split is not None and split.expert else 1
+    data = split.data if split is not None else 1
+    return peak + moe_memory.workspace_gib(facts, gpus, batched, ep, data, gpu_type)
 
 
 def stage_share(facts: ModelFacts, pipeline: int) -> float:
@@ -211,7 +201,7 @@ def gpu_memory(
         requested=gpu.memory_gib * engine.gpu_memory_utilization,
         weights=expert_parallel.weights_per_gpu(facts, split, stage_share(facts, pipeline)),
         lora=lora_memory.buffer_gib(facts, gpus, engine.lora, stage_share(facts, pipeline)),
-        activation=_activation_gib(facts, gpus, batched, seqs, split),
+        activation=_activation_gib(facts, gpus, batched, seqs, split, gpu.type),
         # Collective buffers come with more than one rank, tensor or data parallel.
         non_torch=NON_TORCH_GIB_SINGLE_GPU if gpus * data == 1 else NON_TORCH_GIB_TENSOR_PARALLEL,
         allocator=allocator(facts, gpus, engine, batched),

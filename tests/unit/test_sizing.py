@@ -131,7 +131,7 @@ REFERENCE_PLANS = [
             gpu_memory_utilization=0.9,
             dtype="auto",
             weights_gib=554.1,
-            kv_cache_gib=406.1,
+            kv_cache_gib=399.0,  # fused-MoE workspaces: function/model/moe_memory.py
             max_model_len=262144,
             required_gib=665.0,  # the recipe's 714 GB minimum
             available_gib=1006.6,
@@ -306,9 +306,9 @@ CHOICE_ERRORS = [
         "kimi-k2-fp8-on-h200",
         "moonshotai/Kimi-K2-Instruct",
         H200,
-        "moonshotai/Kimi-K2-Instruct needs about 1024 GiB of GPU memory, more than a node "
+        "moonshotai/Kimi-K2-Instruct needs about 1031 GiB of GPU memory, more than a node "
         "offers: 8 x 139.81 GiB GPUs at 0.9 utilisation offer 1007 GiB; 8 GPUs with at least "
-        "143 GiB each would do (larger than an H200: the model needs more than one node, an "
+        "144 GiB each would do (larger than an H200: the model needs more than one node, an "
         "InferenceCluster with apps.lws)",
     ),
     (
