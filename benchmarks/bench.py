@@ -20,6 +20,8 @@ Figures are printed, not asserted: compare them run to run on the same machine.
 - placement-spread: 1,000 models x 3 placements (one per region) over 200 clusters (issue 26).
 - hub-config: the first Hub config a process reads (transformers imported, its config class
   built: function/model/hf_config.py), then one more, in a fresh interpreter.
+- plan: `dot-inference plan MODEL` as a user runs it (a dense 70B and DeepSeek-V3 over two
+  nodes, every GPU type), best of the render runs.
 - suite: the pytest suite, once.
 The last lines print the speed targets (issues 11, 14 and 26), each with what was measured and
 met / NOT MET.
@@ -365,6 +367,18 @@ def bench_hub_config(runs: int) -> None:
         f"{'hub-config':<20} {'transformers import + first config':<34} {best[0] * 1e3:8.1f} ms"
         f"   next config {best[1] * 1e3:6.2f} ms"
     )
+
+
+def bench_plan(runs: int) -> None:
+    """`dot-inference plan` over every GPU type, as a user runs it (a fresh process each),
+    best of `runs`."""
+    cli = str(Path(sys.executable).with_name("dot-inference"))
+    for model, extra in (
+        ("meta-llama/Llama-3.3-70B-Instruct", ["--context", "8192"]),
+        ("deepseek-ai/DeepSeek-V3", ["--nodes", "2"]),
+    ):
+        took = _wall([cli, "plan", model, *extra], runs)
+        print(f"{'plan':<20} {model[:34]:<34} {took:6.2f} s   ({len(extra) // 2} option)")
 
 
 def bench_suite(_: int) -> None:
@@ -770,6 +784,7 @@ BENCHES = {
     "kcl-memory": bench_kcl_memory,
     "render": bench_render,
     "hub-config": bench_hub_config,
+    "plan": bench_plan,
     "suite": bench_suite,
 }
 
@@ -796,6 +811,7 @@ def main() -> None:
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,
         "hub-config": args.render_runs,
+        "plan": args.render_runs,
     }
     for name in args.only or list(BENCHES):
         BENCHES[name](counts.get(name, args.calls))
