@@ -339,3 +339,14 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[k] = merge_patch(out.get(k), v)
     return out
+
+
+def as_kubelet(args: list[str], index: int) -> list[str]:
+    """The arguments as the kubelet passes them: $(VAR) from the variables LWS sets."""
+    env = {"LWS_WORKER_INDEX": str(index), "LWS_LEADER_ADDRESS": "k2-0.k2.a-team"}
+    out = []
+    for a in args:
+        for k, v in env.items():
+            a = a.replace(f"$({k})", v)
+        out.append(a)
+    return out

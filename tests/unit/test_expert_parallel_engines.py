@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from conftest import as_kubelet
 
 from function.backends import pods
 from function.backends.production_stack import engine_command, vllm_runtime
@@ -139,16 +140,6 @@ def test_one_node_runtime_has_every_gpu_and_the_split_in_its_arguments(
     if dp > 1:
         world *= int(args[args.index("--data-parallel-size") + 1])
     assert world == tp * dp, "vLLM's world size is the pod's GPUs"
-
-
-def as_kubelet(args: list[str], index: int) -> list[str]:
-    env = {"LWS_WORKER_INDEX": str(index), "LWS_LEADER_ADDRESS": "ds-0.ds.a-team"}
-    out = []
-    for a in args:
-        for k, v in env.items():
-            a = a.replace(f"$({k})", v)
-        out.append(a)
-    return out
 
 
 def parsed(args: list[str]) -> dict[str, str | bool]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from conftest import (
     EXAMPLES,
+    as_kubelet,
     control_plane,
     engine_image,
     load_yaml,
@@ -74,17 +75,6 @@ def run(xr: dict, state: dict | None = None, observed: dict | None = None) -> Ou
 def manifest(out: Outcome, base: str) -> dict[str, Any]:
     key = next(k for k in out.resources if k.startswith(f"{base}-"))
     return out.resources[key]["spec"]["forProvider"]["manifest"]
-
-
-def as_kubelet(args: list[str], index: int) -> list[str]:
-    """The arguments as the kubelet passes them: $(VAR) from the variables LWS sets."""
-    env = {"LWS_WORKER_INDEX": str(index), "LWS_LEADER_ADDRESS": "k2-0.k2.a-team"}
-    out = []
-    for a in args:
-        for k, v in env.items():
-            a = a.replace(f"$({k})", v)
-        out.append(a)
-    return out
 
 
 # (model, GPU, nodes one replica may span) -> (tensor parallel, pipeline parallel, data
