@@ -470,17 +470,12 @@ def _summary(xr: dict, result: Any) -> str:
             else f"an assumed {plan.get('gpuMemoryGiB')} GiB GPU"
         )
         parts.append(f"{plan.get('model')} on {plan.get('gpus')} x {gpu}")
-        split = [f"tensor parallel {plan.get('tensorParallelSize')}"]
-        if (plan.get("pipelineParallelSize") or 1) > 1:
-            split.append(f"pipeline parallel {plan['pipelineParallelSize']}")
-        if (plan.get("dataParallelSize") or 1) > 1:
-            split.append(f"data parallel {plan['dataParallelSize']}")
-        if (plan.get("expertParallelSize") or 1) > 1:
-            split.append(f"expert parallel {plan['expertParallelSize']}")
+        # How the GPUs split the model, in status.plan.topology's words (after its shape).
+        split = str(plan.get("topology") or "").split(": ", 1)[-1]
         if (plan.get("nodes") or 1) > 1:
-            parts.append(f"{plan['nodes']} nodes ({', '.join(split)})")
-        elif len(split) > 1:
-            parts.append(", ".join(split))
+            parts.append(f"{plan['nodes']} nodes ({split})")
+        elif (plan.get("dataParallelSize") or 1) > 1 or (plan.get("expertParallelSize") or 1) > 1:
+            parts.append(split)
         if plan.get("maxModelLen"):
             parts.append(f"context {plan['maxModelLen']}")
         parts.append("fits" if plan.get("fits") else "does NOT fit")
@@ -569,7 +564,7 @@ def plan_cmd(
     elif output == "json":
         click.echo(planner.as_json(rows), nl=False)
     else:
-        click.echo(planner.table(rows, context), nl=False)
+        click.echo(planner.table(rows, context, nodes), nl=False)
     if chart is not None:
         try:
             planner.chart(rows, chart, model)

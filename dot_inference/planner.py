@@ -40,6 +40,7 @@ class Row:
     max_model_len: int | str | None = None
     max_concurrency: float | None = None
     fits: bool = False
+    utilisation: float | None = None  # status.plan.gpuMemoryUtilization
     source: str = ""
     refused: str | None = None  # the function's message when the claim is refused
     warning: str | None = None
@@ -133,6 +134,7 @@ def row_of(gpu: str, xr: dict[str, Any], fatal: str | None, warnings: list[str])
         max_model_len=plan.get("maxModelLen"),
         max_concurrency=plan.get("maxConcurrency"),
         fits=bool(plan.get("fits")),
+        utilisation=plan.get("gpuMemoryUtilization"),
         source=plan.get("modelSource", ""),
         warning=warnings[0] if warnings else None,
     )
@@ -170,8 +172,9 @@ def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(rows: list[Row], context: int | None) -> str:
-    """The rows as a text table, one line each, and the reasons under it."""
+def table(rows: list[Row], context: int | None, nodes: int = 1) -> str:
+    """The rows as a text table, one line each, and the reasons under it (`nodes`: the nodes
+    the planner's cluster let a replica span)."""
     at = f"seqs@{context}" if context else "seqs@ctx"
     head = ["GPU", "GiB", "GPUs", "weights/GPU", "KV/GPU", "context", at, "fits", "topology"]
     body = []
@@ -179,7 +182,9 @@ def table(rows: list[Row], context: int | None) -> str:
     for r in rows:
         if r.refused:
             body.append([r.gpu, _num(r.gpu_memory_gib), "-", "-", "-", "-", "-", "no", "-"])
-            notes.append(f"{r.gpu}: {r.refused}")
+            # Here the cluster is the planner's: --nodes lets its replicas span nodes.
+            hint = " (here: --nodes 2 or more)" if "apps.lws" in r.refused and nodes < 2 else ""
+            notes.append(f"{r.gpu}: {r.refused}{hint}")
             continue
         body.append(
             [
@@ -202,8 +207,9 @@ def table(rows: list[Row], context: int | None) -> str:
         for line in [head, *body]
     ]
     source = next((r.source for r in rows if r.source), "")
-    if source:
-        lines.append(f"(facts: {source}; memory per GPU at vLLM's 0.9 utilisation)")
+    utilisation = next((r.utilisation for r in rows if r.utilisation), None)
+    if source and utilisation:
+        lines.append(f"(facts: {source}; memory per GPU at vLLM's {utilisation:g} utilisation)")
     return "\n".join(lines + notes) + "\n"
 
 
@@ -271,7 +277,9 @@ class ChartUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-README_COMMAND = "dot-inference plan meta-llama/Llama-3.3-70B-Instruct --context 8192"
+# The command the README shows the output of: a model and the context it is sized for.
+README_PLAN = ("meta-llama/Llama-3.3-70B-Instruct", 8192)
+README_COMMAND = f"dot-inference plan {README_PLAN[0]} --context {README_PLAN[1]}"
 
 
 def update_readme(path: Path) -> bool:
@@ -280,8 +288,8 @@ def update_readme(path: Path) -> bool:
     marker = f"$ {README_COMMAND}\n"
     start = text.index(marker) + len(marker)
     end = text.index("```", start)
-    rows = plan_rows("meta-llama/Llama-3.3-70B-Instruct", context=8192)
-    new = text[:start] + table(rows, 8192) + text[end:]
+    model, context = README_PLAN
+    new = text[:start] + table(plan_rows(model, context=context), context) + text[end:]
     if new != text:
         path.write_text(new)
     return new != text

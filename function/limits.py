@@ -17,6 +17,7 @@ class GpuType:
     type: str
     memory_gib: float
     name: str
+    compute_capability: tuple[int, int] = (0, 0)  # CUDA's (major, minor)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,12 @@ MAX_NODES_PER_REPLICA: int = int(_DATA["gpusPerReplica"]["maxNodes"])
 # GPUs one replica may have over several nodes.
 MAX_GPUS_MULTI_NODE: int = MAX_GPUS * MAX_NODES_PER_REPLICA
 GPU_TYPES: dict[str, GpuType] = {
-    t: GpuType(type=t, memory_gib=float(g["memoryGiB"]), name=str(g["name"]))
+    t: GpuType(
+        type=t,
+        memory_gib=float(g["memoryGiB"]),
+        name=str(g["name"]),
+        compute_capability=tuple(int(p) for p in str(g["computeCapability"]).split(".")),  # type: ignore[arg-type]
+    )
     for t, g in _DATA["gpus"].items()
 }
 

@@ -103,11 +103,6 @@ def weights_per_gpu(facts: ModelFacts, split: Split, stage_share: float = 1.0) -
     return (total - experts) / split.tensor + experts * share
 
 
-def replicated_gib(facts: ModelFacts) -> float:
-    """What every data parallel rank holds whole at TP 1: all but the routed experts."""
-    return max(0.0, facts.weights_gib - facts.expert_weights_gib)
-
-
 def uses_expert_parallel(facts: ModelFacts, expert: bool | None, gpus: int, nodes: int) -> bool:
     """Whether a replica of `gpus` GPUs over `nodes` nodes splits the experts (the rule in
     the module's docstring); `expert` is the claim's parallelism.expert."""

@@ -25,6 +25,7 @@ parallel rank before the experts, config/parallel.py allgather_reducescatter).
 
 from __future__ import annotations
 
+from function.limits import GPU_TYPES
 from function.model.catalog import GIB, ModelFacts
 
 # envs.py VLLM_FUSED_MOE_CHUNK_SIZE, 16 x 1024 (vLLM 0.17.1).
@@ -32,9 +33,9 @@ FUSED_MOE_CHUNK_TOKENS = 16 * 1024
 DTYPE_BYTES = 2  # the activations' dtype: bfloat16 / float16
 # gpt-oss checkpoints are MXFP4 (config.json quantization_config quant_method mxfp4).
 MXFP4_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
-# GPUs of compute capability 9.0 to 10.x (function/limits.yaml names), where mxfp4.py picks
-# the triton_kernels backend.
-TRITON_KERNELS_GPUS = frozenset({"h100", "h200", "gh200", "b200", "gb200"})
+# Compute capabilities where mxfp4.py picks the triton_kernels backend: 9.0 up to, not
+# including, 11.0 (`get_mxfp4_backend`); function/limits.yaml gives each GPU's.
+TRITON_KERNELS_CAPABILITY = ((9, 0), (11, 0))
 
 
 def is_moe(facts: ModelFacts) -> bool:
@@ -61,7 +62,13 @@ def _width(facts: ModelFacts, tensor_parallel: int, expert_parallel: int) -> int
 def triton_kernels_path(facts: ModelFacts, gpu_type: str | None) -> bool:
     """Whether vLLM 0.17.1 runs the model's experts with OpenAI's triton_kernels (MXFP4 on
     Hopper/Blackwell, see the module docstring)."""
-    return facts.architecture in MXFP4_ARCHITECTURES and (gpu_type or "") in TRITON_KERNELS_GPUS
+    gpu = GPU_TYPES.get(gpu_type or "")
+    low, high = TRITON_KERNELS_CAPABILITY
+    return (
+        facts.architecture in MXFP4_ARCHITECTURES
+        and gpu is not None
+        and low <= gpu.compute_capability < high
+    )
 
 
 def workspace_elements(

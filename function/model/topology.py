@@ -246,7 +246,7 @@ def choose_split(
     nodes; otherwise (or when no expert-parallel split fits and the claim did not ask for
     one) tensor parallel inside a node and pipeline parallel across (choose_topology)."""
     if expert is not False and expert_parallel.moe(facts):
-        counts = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= gpu.per_node]
+        counts = [n for n in TENSOR_PARALLEL_CANDIDATES if n <= gpu.per_node]
         if expert is True:
             counts = [n for n in counts if n > 1]
         shapes = [(n, 1) for n in counts]

@@ -95,7 +95,6 @@ def test_the_flags_of_each_split(tp, pp, dp, ep, nodes, expected) -> None:
     plan = shaped(tp, pp, dp, ep, nodes)
     assert vllm_parallel_args(plan) == expected
     assert plan.expert_parallel_size == (tp * dp if ep else 1)
-    assert plan.gpus_per_node * nodes == tp * pp * dp
 
 
 def runtime(plan: sizing.Plan) -> dict[str, Any]:
