@@ -84,5 +84,7 @@ LATENCY_MAX_S: float = float(_LATENCY["maxSeconds"])
 SCALE_DOWN_DELAY_DEFAULT: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["default"])
 SCALE_DOWN_DELAY_MAX: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["max"])
 
+# Prefixes of the variables no claim's engine.env sets (the KV connectors' libraries').
+RESERVED_ENV_PREFIXES: tuple[str, ...] = tuple(_DATA["engineEnv"]["reservedPrefixes"])
 # spec.parameters.backend, the default first.
 BACKENDS: tuple[str, ...] = tuple(_DATA["backends"]["names"])

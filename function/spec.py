@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from function.hosts import ip_literal
 from function.limits import (
     ALIAS,
     ALIAS_MAX_ITEMS,
@@ -141,8 +142,6 @@ def _optional_str(
 def _host(params: dict) -> str | None:
     """spec.parameters.ingressHost: a DNS name, never an IP literal (Kubernetes refuses an IP
     as an Ingress rule's host, Gateway API as a route's hostname)."""
-    from function.policy.tenancy import ip_literal  # tenancy reads objects with cluster.dig
-
     host = _optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
     if host is not None and ip_literal(host):
         raise SpecError(

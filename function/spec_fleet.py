@@ -4,8 +4,9 @@ the fleet). All three are additive: without `placement` a claim is placed on one
 exactly as before.
 
 A spillover URL is where the control plane's gateway will send tenants' requests, so it must
-name a public host: an IP literal (the cloud's metadata address, a pod) or an in-cluster name
-would let a claim reach what its namespace does not own."""
+name a public host (function/hosts.py): a name under a suffix of the Public Suffix List. An IP
+literal (the cloud's metadata address, a pod) or an in-cluster name would let a claim reach
+what its namespace does not own."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from function.hosts import public_dns_name
 from function.limits import HF_MODEL_ID_MAX_PART, MAX_PLACEMENTS, MAX_SPILLOVER
 from function.spec_fields import (
     DNS_SUBDOMAIN,
@@ -31,15 +33,7 @@ DEFAULT_SPILLOVER_KEY = "api-key"
 # A bound for the API, in units of one ready replica (Gateway API itself takes backendRef
 # weights up to 1,000,000): a spillover above 100 replicas' worth is no longer an overflow.
 MAX_SPILLOVER_WEIGHT = 100
-# Names that resolve inside a cluster or a site are no public endpoint: mDNS's .local (RFC
-# 6762), .localhost (RFC 6761), home.arpa (RFC 8375), ICANN's private-use .internal (2024),
-# and Kubernetes' own Service names (.svc, .cluster).
-_INTERNAL_SUFFIXES = (".local", ".internal", ".svc", ".cluster", ".localhost", ".home.arpa")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
-# A top-level domain as the root zone has them: letters, or an IDN's xn-- form. A namespace
-# (`svc.b-team`) or a Service's search-list name rarely passes; what still resolves privately
-# is closed by the global Gateway's egress NetworkPolicy (apps.globalEndpoint).
-_TOP_LEVEL = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
 
 
 @dataclass(frozen=True)
@@ -232,8 +226,6 @@ def _key(item: dict, here: str) -> SecretRef:
 
 def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path) of an http(s) URL on a public DNS name."""
-    from function.policy.tenancy import ip_literal  # tenancy reads objects with cluster.dig
-
     example = "e.g. https://api.together.xyz/v1"
     if not isinstance(value, str) or len(value) > 2048:
         raise SpecError(f, value, f"{f}: {short(value)} is not a URL ({example})")
@@ -257,21 +249,14 @@ def _public_url(value: object, f: str) -> tuple[str, str, int, str]:
             f"{f}: {short(value)} carries credentials, a query or a fragment; give the base URL "
             "only (the key goes in apiKeySecretRef)",
         )
-    tld = host.rsplit(".", 1)[-1]
-    if (
-        ip_literal(host)
-        or "." not in host
-        or host.endswith(_INTERNAL_SUFFIXES)
-        or not _TOP_LEVEL.match(tld)
-    ):
+    if not public_dns_name(host):
         raise SpecError(
             f,
             value,
-            f"{f}: {host} is not a public DNS name; the global gateway sends requests only to "
-            "endpoints outside the clusters (an IP address or an in-cluster name could reach "
-            f"what this namespace does not own), {example}",
+            f"{f}: {host} is not a public DNS name under a public suffix; the global gateway "
+            "sends requests only to endpoints outside the clusters, and a pod's resolver reads "
+            "any other name through its search list (an IP address or an in-cluster name "
+            f"could reach what this namespace does not own), {example}",
         )
-    if not DNS_SUBDOMAIN.match(host) or len(host) > 253:
-        raise SpecError(f, value, f"{f}: {host} is not a DNS name ({example})")
     path = parts.path.rstrip("/")
     return parts.scheme, host, port or 443, path

@@ -75,6 +75,15 @@ def llmd_images() -> dict[str, str]:
     }
 
 
+def no_credentials(namespace: str = "a-team") -> dict[str, list[Any]]:
+    """What Crossplane lists of a namespace's credential holders (InferenceClusters,
+    ProviderConfigs; function/policy/credentials.py) when there are none: a test that hands
+    the function a Secret to copy answers these requirements too."""
+    from function.policy import credentials
+
+    return {k: [] for k in credentials.requirements(namespace)}
+
+
 def request(
     xr: dict[str, Any],
     *,

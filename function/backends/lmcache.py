@@ -34,7 +34,7 @@ from function.spec_kvcache import F
 
 # The arguments the operator appends when lmCacheConfig.enabled and vllmConfig.v1
 # (vllmruntime_controller.go at 217fadb).
-KV_TRANSFER_FLAG = "--kv-transfer-config"
+KV_TRANSFER_FLAG = engine_args.KV_TRANSFER_FLAG
 KV_TRANSFER_CONFIG = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 # LMCache's log level (lmcache/logging.py reads LMCACHE_LOG_LEVEL), over the operator's DEBUG.
 LOG_LEVEL_ENV = (("LMCACHE_LOG_LEVEL", "INFO"),)
@@ -90,13 +90,6 @@ def refusal(spec: LLMSpec, facts: catalog.ModelFacts | None, plan: sizing.Plan) 
             "a cached chunk by model and tokens, not by adapter: a request to an adapter could "
             "reuse KV the base model or another adapter computed. Remove kvCache, or serve "
             "the adapters from a claim without it"
-        )
-    lmcache_env = [k for k, _ in spec.engine.env if k.startswith("LMCACHE_")]
-    if lmcache_env:
-        return (
-            f"{F}.enabled: {P}.engine.env sets {lmcache_env[0]}, and the operator sets "
-            "LMCache's variables from kvCache (a second value would change the buffer the "
-            "pod's memory is sized for): remove it"
         )
     if engine_args.sets(spec.engine.extra_args, KV_TRANSFER_FLAG):
         return (

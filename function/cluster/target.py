@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from function.hosts import url_host
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
 from function.model.sizing import MAX_GPU_MEMORY_GIB, MAX_GPUS_PER_NODE
 from function.plan.storage import SharedClass, parse_gib
@@ -93,8 +94,6 @@ class Target:
     @property
     def router_host(self) -> str | None:
         """The public host of the cluster's router (apps.vllm.endpoint.host), if it has one."""
-        from function.policy.tenancy import url_host
-
         return url_host(self.router_endpoint)
 
     @property

@@ -14,7 +14,6 @@ route, its backends and the spillover keys' copies, through that cluster's Provi
 from __future__ import annotations
 
 import base64
-import dataclasses
 from typing import Any
 
 from function import kube
@@ -27,11 +26,11 @@ from function.cluster.placement import RULE, claim_hash
 from function.cluster.target import Target, dig
 from function.fleet import children, route
 from function.fleet.gateway import KEEP, Gateway, find_gateway
+from function.hosts import url_host
 from function.outcome import Condition, Inputs, Outcome, condition_true
 from function.policy import ownership
 from function.policy.names import behind_router
 from function.policy.secrets import fetch_copyable
-from function.policy.tenancy import url_host
 from function.spec import LLMSpec, P, SpecError
 
 ROUTE = "global-route"
@@ -167,17 +166,6 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
     if fleet.gateway_cluster is not None:
         gateway = find_gateway(spec, inputs, out)
         if gateway is not None:
-            # No cluster's credentials travel as a spillover key: the gateway's, nor those of
-            # any cluster the selector matched.
-            held = {
-                str(s)
-                for c in gathered.found
-                for s in dig(c, "status", "credentialsSecrets") or []
-                if isinstance(s, str)
-            }
-            gateway = dataclasses.replace(
-                gateway, credential_secrets=(*gateway.credential_secrets, *sorted(held))
-            )
             endpoint, route_ready = global_route(spec, gateway, rows, inputs, out)
             where = Target(gateway.provider_config, gateway.namespace, cluster=gateway.cluster)
         else:

@@ -138,9 +138,7 @@ def check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
         f"{P}.clusterRef)"
     )
     for send in tenancy.kv_addresses(spec.engine.extra_args, spec.engine.env):
-        env = send.where.split(".")[0] in tenancy.KV_ENV or send.where.startswith(
-            tenancy.KV_ENV_PREFIXES
-        )
+        env = send.where.split(".")[0] in tenancy.KV_ENV
         f = f"{P}.engine.env" if env else f"{P}.engine.extraArgs"
         if send.problem is not None:
             raise SpecError(

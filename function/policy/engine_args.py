@@ -15,9 +15,13 @@ VLLMRuntime and its status. No message repeats the value.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from function.limits import RESERVED_ENV_PREFIXES
 
 P = "spec.parameters"
 
@@ -97,6 +101,23 @@ OWNED_ENV: dict[str, str] = {
     "HUGGING_FACE_HUB_TOKEN": f"{P}.hfTokenSecretRef",
     "VLLM_API_KEY": f"{P}.apiKeySecretRef",
 }
+
+# KV connectors' own libraries read settings the function never sees: LMCache reads its
+# remote URL, storage plugins, scripts and a remote config service from LMCACHE_* variables,
+# from the file LMCACHE_CONFIG_FILE names, and from `lmcache.*` keys of the connector's
+# kv_connector_extra_config (LMCache 0.4.2, the engine image's: integration/vllm/utils.py
+# lmcache_get_or_create_config, integration/vllm/vllm_v1_adapter.py _apply_extra_config,
+# v1/config.py remote_config_url, runtime_plugin_locations, storage_plugins); Mooncake its
+# store from MOONCAKE_* (MOONCAKE_CONFIG_PATH): function/limits.yaml engineEnv. kvCache is
+# how a claim configures LMCache.
+KV_LIBRARY_ENV = RESERVED_ENV_PREFIXES
+LMCACHE_EXTRA_KEY = "lmcache."
+KV_TRANSFER_FLAG = "--kv-transfer-config"
+_KV_LIBRARY_WHY = (
+    "LMCache and Mooncake read their settings (remote URLs, plugins, a config file, a remote "
+    "config service) from places the function never sees, so the KV cache, which holds the "
+    f"prompts, could go anywhere; remove it ({P}.kvCache configures LMCache, in the pod)"
+)
 
 # Parts of a variable name that mark a credential (split at `_`), and the words that make a
 # following KEY one (API_KEY, ACCESS_KEY...). TOKENIZERS_PARALLELISM is not one.
@@ -217,6 +238,83 @@ def secret_name(name: str) -> bool:
     return any(p == "KEY" and i > 0 and parts[i - 1] in _KEY_KINDS for i, p in enumerate(parts))
 
 
+@dataclass(frozen=True)
+class JsonOption:
+    """One JSON option in a command line, as vLLM's parser reads it: the option (`flag`),
+    where it is (`--kv-transfer-config` or `--kv-transfer-config.kv_ip` for a dotted key),
+    the dotted key (None for the whole object) and the value: parsed JSON, or the text when
+    it cannot be read (`readable` False) or is a dotted key's plain value."""
+
+    index: int  # of the option in the command line
+    flag: str
+    where: str
+    sub: str | None
+    value: Any
+    readable: bool = True
+
+
+def json_options(args: Sequence[str], flags: Sequence[str]) -> Iterator[JsonOption]:
+    """Every occurrence of one of `flags` (JSON options such as --kv-transfer-config) in
+    `args`, in any spelling vLLM's parser reads: `_`, a unique prefix, `=`, dotted keys."""
+    for i, arg in enumerate(args):
+        name = flag_name(arg)
+        flag = owner(name, flags) if name else None
+        if flag is None:
+            continue
+        key = arg.split("=", 1)[0]
+        value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+        sub = key.split(".", 1)[1] if "." in key else None
+        where = f"{flag}.{sub}" if sub else flag
+        if value.lstrip().startswith(("{", "[")) or sub is None:
+            try:
+                yield JsonOption(i, flag, where, sub, json.loads(value))
+            except ValueError:
+                yield JsonOption(i, flag, where, sub, value, readable=False)
+        else:
+            yield JsonOption(i, flag, where, sub, value)
+
+
+def _lmcache_settings(value: Any, where: str, key: str = "") -> Iterator[str]:
+    """Where a KV transfer config (or a dotted key's value) sets LMCache's own settings, at
+    any depth (MultiConnector nests connectors). An LMCache connector without them reads
+    LMCache's defaults: the CPU of its own pod."""
+    if key.startswith(LMCACHE_EXTRA_KEY):
+        yield f"{where} sets LMCache's {key[len(LMCACHE_EXTRA_KEY) :]}"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _lmcache_settings(v, f"{where}.{k}", str(k))
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            yield from _lmcache_settings(v, f"{where}[{n}]", key)
+
+
+def kv_library_problems(args: Sequence[str], env: Sequence[tuple[str, str]]) -> list[Problem]:
+    """A claim's own settings of the KV connectors' libraries, whether kvCache is on or off:
+    LMCACHE_* and MOONCAKE_* variables, and `lmcache.*` keys in its --kv-transfer-config."""
+    out: list[Problem] = []
+    for i, (name, _) in enumerate(env):
+        if name.startswith(KV_LIBRARY_ENV):
+            where = f"{P}.engine.env[{i}]"
+            why = f"{name} is not yours to set, with kvCache on or off: {_KV_LIBRARY_WHY}"
+            out.append(Problem(where, f"{where}: {why}"))
+    for opt in json_options(args, (KV_TRANSFER_FLAG,)):
+        where = f"{P}.engine.extraArgs[{opt.index}]"
+        # A dotted key names what it sets: --kv-transfer-config.kv_connector X, or
+        # --kv-transfer-config.kv_connector_extra_config.lmcache.remote_url Y.
+        sub = opt.sub or ""
+        key = (
+            sub[sub.index(LMCACHE_EXTRA_KEY) :]
+            if LMCACHE_EXTRA_KEY in sub
+            else sub.rsplit(".", 1)[-1]
+        )
+        found = next(_lmcache_settings(opt.value, opt.where, key), None)
+        if found is not None:
+            out.append(
+                Problem(where, f"{where}: {found}, which is not yours to set: {_KV_LIBRARY_WHY}")
+            )
+    return out
+
+
 def problems(
     args: Sequence[str], env: Sequence[tuple[str, str]], *, max_model_len_field: bool
 ) -> list[Problem]:
@@ -256,8 +354,12 @@ def problems(
                     "Hugging Face token",
                 )
             )
+    library = kv_library_problems(args, env)
+    out.extend(library)
     for i, (name, value) in enumerate(env):
         where = f"{P}.engine.env[{i}]"
+        if any(p.field == where for p in library):
+            continue
         if name in OWNED_ENV:
             out.append(
                 Problem(where, f"{where}: {name} is set by the function; use {OWNED_ENV[name]}")

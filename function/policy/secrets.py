@@ -9,6 +9,7 @@ from typing import Any
 
 from function.cluster.target import Target
 from function.outcome import Inputs, Outcome
+from function.policy import credentials
 from function.spec import SecretRef, SpecError
 
 
@@ -27,14 +28,24 @@ class Secrets:
 _COPYABLE_TYPES = (None, "", "Opaque")
 
 
-def secret_problem(ref: SecretRef, field: str, found: dict[str, Any], target: Target) -> str | None:
-    """Why the Secret `ref` may not be copied to another cluster, or None."""
+def secret_problem(
+    ref: SecretRef,
+    field: str,
+    found: dict[str, Any],
+    target: Target,
+    owners: dict[str, str] | None = None,
+) -> str | None:
+    """Why the Secret `ref` may not be copied to another cluster, or None. `owners`: the
+    namespace's credential Secrets and whose they are (function/policy/credentials.py)."""
     kind = found.get("type")
     where = f"Secret {found.get('metadata', {}).get('namespace', '')}/{ref.name}"
-    if ref.name in target.credential_secrets:
+    owner = (owners or {}).get(ref.name) or (
+        f"InferenceCluster {target.cluster}" if ref.name in target.credential_secrets else None
+    )
+    if owner is not None:
         return (
-            f"{field}: {where} holds the credentials of InferenceCluster {target.cluster}; "
-            "it is never copied to a cluster. Put the token in a Secret of its own"
+            f"{field}: {where} holds the credentials of {owner}; a cluster's credentials are "
+            "never copied to a cluster. Put the token in a Secret of its own"
         )
     if kind not in _COPYABLE_TYPES:
         return (
@@ -59,15 +70,18 @@ def fetch_copyable(
 ) -> dict[str, Any] | None:
     """The Secret `ref` of the claim's `namespace`, asked of Crossplane as `requirement`, once
     fetched and fit to copy to `target` (a SpecError naming `field` otherwise); None while it
-    is being fetched, or missing (a warning says what goes `without` it)."""
+    is being fetched, or missing (a warning says what goes `without` it). Every credential
+    Secret of the namespace is asked for beside it, and none of them is copied."""
     out.requirements[requirement] = {
         "apiVersion": "v1",
         "kind": "Secret",
         "matchName": ref.name,
         "namespace": namespace,
     }
-    if requirement not in inputs.required:
-        return None  # Crossplane fetches it and calls again
+    out.requirements.update(credentials.requirements(namespace))
+    owners = credentials.owners(inputs.required, namespace)
+    if requirement not in inputs.required or owners is None:
+        return None  # Crossplane fetches them and calls again
     found = inputs.required[requirement]
     if not found:
         out.warnings.append(
@@ -75,7 +89,7 @@ def fetch_copyable(
             f"{ref.key!r} ({without})"
         )
         return None
-    problem = secret_problem(ref, field, found[0], target)
+    problem = secret_problem(ref, field, found[0], target, owners)
     if problem:
         raise SpecError(field, ref.name, problem)
     return found[0]

@@ -17,13 +17,13 @@ controller; the control plane's spans every namespace), where the KV cache may t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from function.cluster.target import dig
+from function.hosts import url_host
 
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
 # operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`, llmd.k
@@ -132,23 +132,6 @@ def admin_allowed(policy: dict | None, claim_namespace: str) -> tuple[str, ...]:
 
 
 # --- Hosts: one ledger per ingress controller ---------------------------------------------------
-
-# An IPv4 literal's last label is all digits; a DNS name's top-level label never is. Gateway
-# API forbids IPs in `hostnames` and Kubernetes in an Ingress rule's `host`, though neither
-# pattern can tell them from names.
-_NUMERIC_LAST_LABEL = re.compile(r"(^|\.)[0-9]+$")
-
-
-def ip_literal(host: str) -> bool:
-    return bool(_NUMERIC_LAST_LABEL.search(host))
-
-
-def url_host(url: str | None) -> str | None:
-    """The host of an http(s) URL, or None; a Service's in-cluster name (`*.svc`,
-    `*.svc.cluster.local`) is nobody's public host."""
-    m = re.match(r"^https?://([^/:]+)", url or "")
-    host = m.group(1) if m else None
-    return None if host is None or host.endswith((".svc", ".svc.cluster.local")) else host
 
 
 @dataclass(frozen=True)
@@ -291,9 +274,9 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # config/kv_events.py endpoint, which a publisher connects to unless it is a wildcard bind).
 KV_FLAGS = ("--kv-transfer-config", "--ec-transfer-config", "--kv-events-config")
 # Variables that name where a connector sends the cache: the NIXL side channel's host
-# (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST) and LMCache's and Mooncake's own settings.
+# (vllm/envs.py VLLM_NIXL_SIDE_CHANNEL_HOST). LMCache's and Mooncake's own variables are
+# refused outright (engine_args.KV_LIBRARY_ENV).
 KV_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST",)
-KV_ENV_PREFIXES = ("LMCACHE_", "MOONCAKE_")
 _URL_HOST = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^@/]*@)?(\[[^\]]+\]|[^/:?#]+)", re.IGNORECASE)
 _HOST_PORT = re.compile(
     r"^(\[[0-9a-f:]+\]|[a-z0-9]([-a-z0-9.]*[a-z0-9])?):[0-9]{1,5}$", re.IGNORECASE
@@ -350,25 +333,12 @@ def kv_addresses(args: Sequence[str], env: Sequence[tuple[str, str]]) -> list[Kv
     from function.policy import engine_args
 
     out: list[KvSend] = []
-    for i, arg in enumerate(args):
-        name = engine_args.flag_name(arg)
-        flag = engine_args.owner(name, KV_FLAGS) if name else None
-        if flag is None:
-            continue
-        key = arg.split("=", 1)[0]
-        value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-        sub = key.split(".", 1)[1] if "." in key else None
-        where = f"{flag}.{sub}" if sub else flag
-        if value.lstrip().startswith(("{", "[")) or sub is None:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                out.append(KvSend(where, value[:80], "is not JSON the function can read"))
-                continue
-            out += _walk(parsed, where, sub.rsplit(".", 1)[-1] if sub else "")
+    for opt in engine_args.json_options(args, KV_FLAGS):
+        if not opt.readable:
+            out.append(KvSend(opt.where, str(opt.value)[:80], "is not JSON the function can read"))
         else:
-            out += _walk(value, where, sub.rsplit(".", 1)[-1])
+            out += _walk(opt.value, opt.where, (opt.sub or "").rsplit(".", 1)[-1])
     for name, value in env:
-        if name in KV_ENV or name.startswith(KV_ENV_PREFIXES):
-            out += _walk(value, name, name if name in KV_ENV else name.removeprefix("LMCACHE_"))
+        if name in KV_ENV:
+            out += _walk(value, name, name)
     return out

@@ -48,9 +48,12 @@ def claim(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def world(case: dict[str, Any]) -> list[dict[str, Any]]:
-    """What exists on the control plane: the case's objects, and the InferenceCluster (its
-    status patched by `cluster`) when the case has one."""
+    """What exists on the control plane: the case's objects, those of examples/state/<state>.yaml
+    when the case names one (a fleet's clusters and the gateway's), and the InferenceCluster
+    (its status patched by `cluster`) when the case has one."""
     out = copy.deepcopy(case.get("world") or [])
+    if "state" in case:
+        out.extend(load_yaml(EXAMPLES / "state" / f"{case['state']}.yaml"))
     # The models there are on their cluster's ledger too (function/cluster/ledger.py): the
     # Usage each composed, as its function wrote it.
     out.extend(u for u in map(ledger_usage, out) if u is not None)

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import engine_image, on_target, request, run
+from conftest import engine_image, no_credentials, on_target, request, run
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
@@ -539,7 +539,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                 providerConfigName="gpu-cluster",
                 targetNamespace="a-team",
             ),
-            "required": {"secret-hf-token": [TOKEN_SECRET]},
+            # The token, and the namespace's credential Secrets' owners (none here).
+            "required": {"secret-hf-token": [TOKEN_SECRET], **no_credentials()},
         },
         {
             "resources": {

@@ -278,7 +278,7 @@ REFUSALS = [
             engine={"env": [{"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": "500"}]},
         ),
         RAG,
-        "spec.parameters.engine.env sets LMCACHE_MAX_LOCAL_CPU_SIZE",
+        "spec.parameters.engine.env[0]: LMCACHE_MAX_LOCAL_CPU_SIZE is not yours to set",
     ),
     (
         "adapters",

@@ -603,7 +603,7 @@ REFUSALS: list[tuple[str, dict, dict | None, str, str]] = [
     (
         "a KV connector of the claim's own",
         claim(
-            engine={"extraArgs": ["--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1"}']},
+            engine={"extraArgs": ["--kv-transfer-config", '{"kv_connector":"NixlConnector"}']},
             **pd(),
         ),
         None,
