@@ -20,10 +20,13 @@ Figures are printed, not asserted: compare them run to run on the same machine.
 - placement-spread: 1,000 models x 3 placements (one per region) over 200 clusters (issue 26).
 - hub-config: the first Hub config a process reads (transformers imported, its config class
   built: function/model/hf_config.py), then one more, in a fresh interpreter.
+- render-lists: `dot-inference render` of a claim whose list is at its maxItems (every CEL rule
+  runs), just over it, and a thousand times over it, for each list of LLMInference (issue 39:
+  the API server's structural limits before CEL, CEL within its cost limits).
 - plan: `dot-inference plan MODEL` as a user runs it (a dense 70B and DeepSeek-V3 over two
   nodes, every GPU type), best of the render runs.
 - suite: the pytest suite, once.
-The last lines print the speed targets (issues 11, 14 and 26), each with what was measured and
+The last lines print the speed targets (issues 11, 14, 26 and 39), each with what was measured and
 met / NOT MET.
 Latency is timed with nothing else on; peak allocation is traced over separate calls.
 """
@@ -339,6 +342,63 @@ def bench_render(runs: int) -> None:
     validated = _wall([cli, "render", "examples/", "--validate"], runs)
     print(f"{'render':<20} {'examples/':<34} {plain:6.2f} s   with --validate {validated:6.2f} s")
     TARGETS.append(("dot-inference render examples/ --validate", validated, 1.5, " s"))
+
+
+# Each list of an LLMInference claim, and one valid item of it.
+_LISTS: dict[str, Callable[[int], Any]] = {
+    "aliases": lambda i: f"name-{i}",
+    "adapters": lambda i: {"name": f"lora-{i}", "source": f"acme/lora-{i}"},
+    "engine.extraArgs": lambda i: "--max-num-seqs=8",
+    "engine.env": lambda i: {"name": f"VAR_{i}", "value": "x"},
+}
+
+
+def _max_items(path: str) -> int:
+    """maxItems of spec.parameters.<path> in the generated LLMInference XRD."""
+    xrd = yaml.safe_load((ROOT / "package" / "llminference" / "definition.yaml").read_text())
+    node = xrd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    node = node["properties"]["parameters"]
+    for part in path.split("."):
+        node = node["properties"][part]
+    return int(node["maxItems"])
+
+
+def bench_render_lists(runs: int) -> None:
+    """A claim with each list at its maxItems (where every rule runs), one over it (the API
+    server's structural limit refuses it before CEL), and a thousand times over it: the
+    render's wall time, as a user runs it (best of `runs`)."""
+    import tempfile
+
+    cli = str(Path(sys.executable).with_name("dot-inference"))
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, item in _LISTS.items():
+            most = _max_items(path)
+            row = []
+            for n in (most, most + 1, most * 1000):
+                params: dict[str, Any] = {"model": "Qwen/Qwen2.5-1.5B-Instruct"}
+                head, _, leaf = path.rpartition(".")
+                (params.setdefault(head, {}) if head else params)[leaf] = [
+                    item(i) for i in range(n)
+                ]
+                claim = {
+                    "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
+                    "kind": "LLMInference",
+                    "metadata": {"name": "lists", "namespace": "a-team"},
+                    "spec": {"parameters": params},
+                }
+                file = Path(tmp) / f"{path}-{n}.yaml"
+                file.write_text(yaml.safe_dump(claim))
+                best = float("inf")
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    subprocess.run([cli, "render", str(file)], cwd=ROOT, capture_output=True)
+                    best = min(best, time.perf_counter() - start)
+                row.append(f"{n:>6} items {best:5.2f} s")
+                if n == most + 1:
+                    worst = max(worst, best)
+            print(f"{'render-lists':<20} {path:<34} " + "   ".join(row))
+    TARGETS.append(("render of a claim with a list just over its maxItems", worst, 1.5, " s"))
 
 
 HUB_CONFIG = """
@@ -766,7 +826,7 @@ def _one_claim_placed(clusters: list[Any], fleet: bool = False) -> float:
 def _print_targets() -> None:
     if not TARGETS:
         return
-    print("\nspeed targets (issues 11, 14 and 26)")
+    print("\nspeed targets (issues 11, 14, 26 and 39)")
     for what, measured, limit, unit in TARGETS:
         verdict = "met" if measured <= limit else "NOT MET"
         print(f"  {what:<52} {measured:8.2f}{unit:<9} target <= {limit:g}{unit:<9} {verdict}")
@@ -783,6 +843,7 @@ BENCHES = {
     "kcl-step": bench_kcl_step,
     "kcl-memory": bench_kcl_memory,
     "render": bench_render,
+    "render-lists": bench_render_lists,
     "hub-config": bench_hub_config,
     "plan": bench_plan,
     "suite": bench_suite,
@@ -810,6 +871,7 @@ def main() -> None:
         "kcl-step": args.kcl_calls,
         "kcl-memory": args.kcl_memory_calls,
         "render": args.render_runs,
+        "render-lists": args.render_runs,
         "hub-config": args.render_runs,
         "plan": args.render_runs,
     }

@@ -9,7 +9,7 @@ Schemas come from
   ``spec``/``status`` plus Crossplane's machinery: ``spec.crossplane`` for modern XRs, the
   legacy fields for v1 ``LegacyCluster`` XRs, ``status.conditions``; claims of v1 XRDs too);
 * the core Kubernetes kinds of ``kubernetes-validate`` (its strict JSON schemas, so unknown
-  fields are errors).
+  fields are errors), at the release kcl/versions.k pins.
 
 CRD schemas are structural OpenAPI schemas; they are read as the API server reads them:
 defaults are applied and nulls of non-nullable fields dropped first; ``nullable``,
@@ -17,15 +17,19 @@ defaults are applied and nulls of non-nullable fields dropped first; ``nullable`
 allowed at that level), ``x-kubernetes-embedded-resource`` (``apiVersion``/``kind`` required,
 ``metadata`` checked as ObjectMeta), ``x-kubernetes-list-type`` (``set``/``map`` uniqueness)
 and the formats the API server checks (``date-time``, ``date``, ``byte``, ``ipv4``, ``ipv6``,
-``uuid``) are honoured. The API server prunes unknown fields silently (structural pruning of
-custom resources; built-in kinds drop them too): every such field is reported as an error that
-says it would be pruned, because a pruned field is a setting that silently does not happen. The
-root ``metadata`` of every object is checked as ObjectMeta (string maps, label and annotation
-key/value syntax, name rules of the kind). ``x-kubernetes-validations`` CEL rules are evaluated
-with cel-python plus the Kubernetes string/list helpers; a rule that cannot be evaluated here
-is counted in ``report.cel_not_evaluated`` (never passed silently); transition rules
-(``oldSelf``) are skipped as the API server skips them on create and counted in
-``report.cel_transition_rules_skipped``.
+``cidr``, ``uuid``) are honoured. The API server prunes unknown fields silently (structural
+pruning of custom resources; built-in kinds drop them too): every such field is reported as an
+error that says it would be pruned, because a pruned field is a setting that silently does not
+happen. The root ``metadata`` of every object is checked as ObjectMeta (string maps, label and
+annotation key/value syntax, name rules of the kind). ``x-kubernetes-validations`` CEL rules
+are evaluated with cel-python plus the Kubernetes string/list helpers, in the API server's
+order and within its limits: only when the schema's errors do not block them (a value over
+maxItems, maxLength or maxProperties, a wrong type, a missing field, a value not in an enum),
+each rule within the per-call cost limit and all of them within the object's budget, with the
+API server's words when a limit stops them (dot_inference/cel_cost.py counts the cost as cel-go
+does); a rule that cannot be evaluated here is counted in ``report.cel_not_evaluated`` (never
+passed silently); transition rules (``oldSelf``) are skipped as the API server skips them on
+create and counted in ``report.cel_transition_rules_skipped``.
 
 Not emulated: Go-coded validation of core kinds beyond their OpenAPI schema (port ranges and
 the like) and admission webhooks.
@@ -37,6 +41,7 @@ import base64
 import binascii
 import contextvars
 import copy
+import dataclasses
 import datetime
 import difflib
 import functools
@@ -56,6 +61,9 @@ import jsonschema
 import yaml
 from jsonschema import Draft4Validator, Draft202012Validator, FormatChecker, ValidationError
 from jsonschema import validators as js_validators
+
+from dot_inference import cel_cost
+from dot_inference.pins import pin
 
 __all__ = [
     "ValidationReport",
@@ -161,9 +169,12 @@ def validate_objects(
     objs: list[dict[str, Any]],
     *,
     schema_paths: list[Path] | None = None,
-    k8s_version: str = "1.33.0",
+    k8s_version: str | None = None,
 ) -> ValidationReport:
-    """Validate every object; a provider-kubernetes Object's manifest is validated too."""
+    """Validate every object; a provider-kubernetes Object's manifest is validated too. The
+    core kinds' schemas are those of `k8s_version` (default: the release kcl/versions.k pins)."""
+    if k8s_version is None:
+        k8s_version = pin("kubernetes").lstrip("v")
     paths = tuple(
         Path(p).resolve() for p in (schema_paths if schema_paths is not None else schema_dirs())
     )
@@ -198,6 +209,11 @@ class _CelStats:
     evaluated: int = 0
     not_evaluated: list[str] = field(default_factory=list)
     transition_skipped: int = 0
+    # What is left of the object's CEL budget (cel_cost.RUNTIME_COST_BUDGET); once a rule
+    # overruns it or its own limit, no further rule runs (apiextensions-apiserver
+    # pkg/apiserver/schema/cel/validation.go).
+    budget: int = field(default_factory=lambda: cel_cost.RUNTIME_COST_BUDGET)
+    stopped: bool = False
 
 
 _CEL_STATS: contextvars.ContextVar[_CelStats | None] = contextvars.ContextVar(
@@ -267,20 +283,55 @@ class _Compiled:
         self.name_max_length = name_max_length
 
     def errors(self, obj: dict[str, Any]) -> list[str]:
+        """The API server's order (apiextensions-apiserver pkg/registry/customresource
+        strategy.go Validate): ObjectMeta and the schema first; then, unless one of those
+        errors blocks them (a missing field, a value not in an enum, a wrong type, or a value
+        over maxLength, maxItems or maxProperties), the CEL rules, in the object's budget."""
         data = copy.deepcopy(obj)
         if self.structural is not None:
             _default_and_drop_nulls(data, self.structural)
-        out = [_format_error(e) for e in self.validator.iter_errors(data)]
+        found = list(self.validator.iter_errors(data))
+        rules = [e for e in found if isinstance(e, _PendingRules)]
+        schema_errors = [e for e in found if not isinstance(e, _PendingRules)]
+        out = [_format_error(e) for e in schema_errors]
         meta = data.get("metadata")
         if isinstance(meta, dict):
             out.extend(_object_meta_errors(meta, "metadata", self.name_rule, self.name_max_length))
         elif meta is not None:
             out.append("metadata: must be an object")
+        if rules:
+            blocked = any(e.validator in _BLOCKING for e in schema_errors) or any(
+                _BLOCKING_META in m for m in out
+            )
+            if blocked:
+                out.append(f"<root>: Invalid value: {CEL_BLOCKED}")
+            else:
+                out.extend(_run_rules(rules))
         return sorted(set(out))
+
+
+# Schema errors that keep the CEL rules from running (apiextensions-apiserver
+# pkg/registry/customresource/strategy.go hasBlockingErr: NotSupported, Required, TooLong,
+# TooMany, TypeInvalid), by the keyword that raises each here; ObjectMeta's "Too long" too.
+_BLOCKING = frozenset({"enum", "required", "maxLength", "maxItems", "maxProperties", "type"})
+_BLOCKING_META = ": Too long:"
+CEL_BLOCKED = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
 
 
 def _format_error(e: ValidationError) -> str:
     path = _path_str(e.absolute_path)
+    where = path or "<root>"
+    # The API server's words for a value over a bound (apimachinery field.TooMany, TooLong):
+    # the count, never the value (a list over maxItems can be long).
+    if e.validator in ("maxItems", "maxProperties") and isinstance(e.instance, list | dict):
+        unit = "item" if e.validator_value == 1 else "items"
+        return f"{where}: Too many: {len(e.instance)}: must have at most {e.validator_value} {unit}"
+    if e.validator == "maxLength" and isinstance(e.instance, str):
+        unit = "byte" if e.validator_value == 1 else "bytes"
+        return f"{where}: Too long: may not be more than {e.validator_value} {unit}"
     if (
         e.validator == "additionalProperties"
         and e.validator_value is False
@@ -514,6 +565,23 @@ def _is_ipv6(value: object) -> bool:
     return True
 
 
+# Go's net.ParseCIDR (what kube-openapi's `cidr` format calls): an address, `/`, and a
+# decimal prefix no longer than the address; host bits may be set (ip_network strict=False),
+# but no netmask form and no leading zeros in an IPv4 octet (Go 1.17 on, as Python's
+# ipaddress).
+_CIDR_PREFIX = re.compile(r"^[0-9]{1,3}$")
+
+
+@_FORMATS.checks("cidr", raises=ValueError)
+def _is_cidr(value: object) -> bool:
+    if isinstance(value, str):
+        address, _, prefix = value.partition("/")
+        if not _CIDR_PREFIX.match(prefix) or "%" in address:
+            raise ValueError(f"{value!r} is not a CIDR")
+        ipaddress.ip_network(value, strict=False)
+    return True
+
+
 @_FORMATS.checks("uuid")
 def _is_uuid(value: object) -> bool:
     return not isinstance(value, str) or bool(_UUID.match(value))
@@ -639,37 +707,61 @@ def _kw_list_type(
 ) -> Iterator[ValidationError]:
     if not isinstance(instance, list):
         return
+    # One pass with a set of the items' JSON, as the API server's maps do
+    # (structurallisttype): a long list is checked in linear time.
     if value == "set":
-        seen: list[Any] = []
+        seen: set[str] = set()
         for i, item in enumerate(instance):
-            if item in seen:
+            key = json.dumps(item, sort_keys=True)
+            if key in seen:
                 yield ValidationError(f"[{i}]: Duplicate value: {json.dumps(item)}")
-            else:
-                seen.append(item)
+            seen.add(key)
     elif value == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
-        seen_keys: list[tuple[Any, ...]] = []
+        seen_keys: set[str] = set()
         for i, item in enumerate(instance):
             if not isinstance(item, dict):
                 continue
-            k = tuple(item.get(key) for key in keys)
+            k = json.dumps([item.get(key) for key in keys], sort_keys=True)
             if k in seen_keys:
                 desc = ", ".join(f'"{key}": {json.dumps(item.get(key))}' for key in keys)
                 yield ValidationError(f"[{i}]: Duplicate value: map[{desc}]")
-            else:
-                seen_keys.append(k)
+            seen_keys.add(k)
+
+
+class _PendingRules(ValidationError):
+    """A node's CEL rules, met while the schema is checked and run after it (the API server
+    runs no rule when the schema's errors block them): jsonschema gives the marker the node's
+    path as it gives an error."""
+
+    def __init__(self, rules: list[Any], instance: Any, schema: dict[str, Any]) -> None:
+        super().__init__("CEL rules to run")
+        self.rules = rules
+        self.rule_instance = instance
+        self.rule_schema = schema
 
 
 def _kw_cel(
     validator: Any, rules: Any, instance: Any, schema: dict[str, Any]
 ) -> Iterator[ValidationError]:
-    if not isinstance(rules, list):
-        return
-    stats = _CEL_STATS.get()
-    for rule in rules:
-        if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
-            continue
-        yield from _evaluate_rule(rule, instance, schema, stats)
+    if isinstance(rules, list) and rules:
+        yield _PendingRules(rules, instance, schema)
+
+
+def _run_rules(pending: list[_PendingRules]) -> list[str]:
+    """Every node's rules in the order the schema met them, within the object's budget."""
+    stats = _CEL_STATS.get() or _CelStats("")
+    out: list[str] = []
+    for node in pending:
+        for rule in node.rules:
+            if stats.stopped:
+                return out
+            if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
+                continue
+            for err in _evaluate_rule(rule, node.rule_instance, node.rule_schema, stats):
+                path = _path_str([*node.absolute_path, *err.path])
+                out.append(f"{path or '<root>'}: {err.message}")
+    return out
 
 
 _KEYWORDS = {
@@ -704,12 +796,7 @@ def _evaluate_rule(
         elif stats is not None:
             stats.transition_skipped += 1
         return
-    try:
-        import celpy  # noqa: F401  (cel-python; optional at import time)
-    except ImportError:
-        not_evaluated("cel-python is not installed")
-        return
-    program = _cel_program(expr)
+    program = cel_program(expr)
     if isinstance(program, str):
         not_evaluated(program)
         return
@@ -719,6 +806,23 @@ def _evaluate_rule(
         return
     if stats is not None:
         stats.evaluated += 1
+        # The API server charges the rule's cost to the object's budget first, then looks at
+        # its own limit (apiextensions-apiserver pkg/apiserver/schema/cel/validation.go
+        # validateExpressions); either stops every rule after it. Both errors are at the
+        # rule's node, whatever its fieldPath.
+        if outcome.cost > stats.budget:
+            stats.stopped = True
+            yield ValidationError(f"Invalid value: {CEL_BUDGET_EXCEEDED}")
+            return
+        stats.budget -= outcome.cost
+        if outcome.cancelled:
+            stats.stopped = True
+            said = (rule.get("message") or expr).strip()
+            yield ValidationError(
+                f"Invalid value: '{cel_cost.CANCELLED}': no further validation rules will be "
+                f"run due to call cost exceeds limit for rule: {said}"
+            )
+            return
     if outcome.error:
         yield _cel_error(rule, f"{outcome.error} (evaluating rule: {expr})")
         return
@@ -726,9 +830,11 @@ def _evaluate_rule(
         return
     message = rule.get("message") or f"failed rule: {expr}"
     if isinstance(rule.get("messageExpression"), str):
-        mprog = _cel_program(rule["messageExpression"])
+        mprog = cel_program(rule["messageExpression"])
         if not isinstance(mprog, str):
             m = _cel_run(mprog, instance, schema)
+            if stats is not None:
+                stats.budget -= m.cost
             if not m.unsupported and not m.error and isinstance(m.value, str) and m.value.strip():
                 message = m.value
     yield _cel_error(rule, message)
@@ -749,6 +855,15 @@ class _CelOutcome:
     value: Any = None
     error: str | None = None
     unsupported: str | None = None
+    # What the evaluation cost (cel_cost), and whether it went past the per-call limit.
+    cost: int = 0
+    cancelled: bool = False
+
+
+# What the API server says when an object's rules overrun RuntimeCELCostBudget.
+CEL_BUDGET_EXCEEDED = (
+    "validation failed due to running out of cost budget, no further validation rules will be run"
+)
 
 
 @functools.cache
@@ -760,11 +875,13 @@ def _cel_environment() -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cel_program(expr: str) -> Any:
+def cel_program(expr: str) -> Any:
+    """A rule compiled to run with its cost counted (dot_inference/cel_cost.py), or why it
+    cannot be compiled here (a string)."""
     env = _cel_environment()
     try:
         ast = env.compile(expr)
-        return env.program(ast, functions=_cel_functions())
+        return cel_cost.program(env, ast, _cel_functions())
     except Exception as err:
         return (
             f"cannot compile here: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
@@ -910,14 +1027,18 @@ def _cel_run(program: Any, instance: Any, schema: dict[str, Any]) -> _CelOutcome
     import celpy
 
     try:
-        result = program.evaluate({"self": _to_cel(instance, schema)})
+        result, cost = program.evaluate_costed(
+            {"self": to_cel(instance, schema)}, cel_cost.PER_CALL_LIMIT
+        )
+    except cel_cost.CostLimitExceeded as over:
+        return _CelOutcome(cost=over.cost, cancelled=True)
     except celpy.CELEvalError as err:
         return _classify_cel_error(err)
     except Exception as err:  # an emulation gap, not the object's fault
         return _CelOutcome(unsupported=f"evaluator error: {type(err).__name__}: {err}")
     if isinstance(result, celpy.CELEvalError):
-        return _classify_cel_error(result)
-    return _CelOutcome(value=_from_cel(result))
+        return dataclasses.replace(_classify_cel_error(result), cost=cost)
+    return _CelOutcome(value=_from_cel(result), cost=cost)
 
 
 def _classify_cel_error(err: Exception) -> _CelOutcome:
@@ -934,7 +1055,7 @@ def _classify_cel_error(err: Exception) -> _CelOutcome:
     return _CelOutcome(unsupported=f"evaluation gap: {msg[:120]}")
 
 
-def _to_cel(value: Any, schema: dict[str, Any] | None) -> Any:
+def to_cel(value: Any, schema: dict[str, Any] | None) -> Any:
     """JSON to CEL values, typed by the schema as the API server types them."""
     from celpy import celtypes
 
@@ -955,7 +1076,7 @@ def _to_cel(value: Any, schema: dict[str, Any] | None) -> Any:
         return celtypes.StringType(value)
     if isinstance(value, list):
         items = s.get("items") if isinstance(s.get("items"), dict) else None
-        return celtypes.ListType([_to_cel(v, items) for v in value])
+        return celtypes.ListType([to_cel(v, items) for v in value])
     if isinstance(value, dict):
         props = s.get("properties") or {}
         addl = (
@@ -967,7 +1088,7 @@ def _to_cel(value: Any, schema: dict[str, Any] | None) -> Any:
         # a map's keys stay as they are (self['a-key']).
         return celtypes.MapType(
             {
-                celtypes.StringType(_cel_escape(k) if k in props else k): _to_cel(
+                celtypes.StringType(_cel_escape(k) if k in props else k): to_cel(
                     v, props.get(k, addl)
                 )
                 for k, v in value.items()

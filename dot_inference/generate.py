@@ -396,7 +396,10 @@ def program_limits(root: Path = ROOT) -> dict[str, str]:
         "# GPUs per node a pool may have; the most one model replica may use (whole nodes\n"
         "# above one, with apps.lws).\n"
         f"_gpusPerNode = {json.dumps(data['gpusPerReplica']['candidates'])}\n"
-        f"_maxGpus = {most}\n"
+        f"_maxGpus = {most}\n\n"
+        "# A private range the global Gateway may reach\n"
+        "# (apps.globalEndpoint.allowedPrivateCIDRs).\n"
+        f"_cidrPattern = {json.dumps(data['globalEndpoint']['cidrPattern'])}\n"
     )
     from kcl_lib import api
 

@@ -85,6 +85,9 @@ SCALE_DOWN_DELAY_DEFAULT: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"
 SCALE_DOWN_DELAY_MAX: int = int(_DATA["autoscaling"]["scaleDownDelaySeconds"]["max"])
 
 # Prefixes of the variables no claim's engine.env sets (the KV connectors' libraries').
-RESERVED_ENV_PREFIXES: tuple[str, ...] = tuple(_DATA["engineEnv"]["reservedPrefixes"])
+RESERVED_ENV_PREFIXES: tuple[str, ...] = tuple(_DATA["engine"]["reservedEnvPrefixes"])
+# How many extraArgs and env entries a claim's engine takes.
+MAX_EXTRA_ARGS: int = int(_DATA["engine"]["maxExtraArgs"])
+MAX_ENV: int = int(_DATA["engine"]["maxEnv"])
 # spec.parameters.backend, the default first.
 BACKENDS: tuple[str, ...] = tuple(_DATA["backends"]["names"])

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from function.limits import MAX_ENV, MAX_EXTRA_ARGS
 from function.policy import engine_args, vllm_cli
 from function.policy import simulator_cli as simulator
 from function.spec_fields import P, SpecError, boolean, short
@@ -76,10 +77,20 @@ def parse_engine(params: dict) -> EngineOverrides:
     args = engine.get("extraArgs") or []
     if not isinstance(args, list) or not all(isinstance(a, str) and a for a in args):
         raise SpecError(f"{f}.extraArgs", args, f"{f}.extraArgs must be a list of strings")
+    if len(args) > MAX_EXTRA_ARGS:
+        raise SpecError(
+            f"{f}.extraArgs",
+            len(args),
+            f"{f}.extraArgs holds {len(args)} arguments; at most {MAX_EXTRA_ARGS}",
+        )
     env_items = engine.get("env") or []
     env: list[tuple[str, str]] = []
-    if not isinstance(env_items, list):
-        raise SpecError(f"{f}.env", env_items, f"{f}.env must be a list of {{name, value}}")
+    if not isinstance(env_items, list) or len(env_items) > MAX_ENV:
+        raise SpecError(
+            f"{f}.env",
+            env_items,
+            f"{f}.env must be a list of at most {MAX_ENV} {{name, value}}",
+        )
     for i, item in enumerate(env_items):
         name = item.get("name") if isinstance(item, dict) else None
         value = item.get("value") if isinstance(item, dict) else None

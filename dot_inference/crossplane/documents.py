@@ -41,15 +41,18 @@ class _Strict:
 
     def construct_document(self, node: yaml.Node) -> Any:
         if node is not None:
-            expanded = _expanded_size(node, {})
+            memo: dict[int, int] = {}
+            expanded = _expanded_size(node, memo)
             if expanded > MAX_EXPANDED_NODES:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"its anchors and aliases expand to more than {MAX_EXPANDED_NODES:,} nodes; "
-                    "write the values out instead of nesting aliases",
-                    node.start_mark,
+                # Big by itself, or by what its aliases repeat.
+                why = (
+                    f"it holds more than {MAX_EXPANDED_NODES:,} nodes; a claim has a few "
+                    "hundred, and the API's lists are short: trim what it lists"
+                    if len(memo) > MAX_EXPANDED_NODES
+                    else f"its anchors and aliases expand to more than {MAX_EXPANDED_NODES:,} "
+                    "nodes; write the values out instead of nesting aliases"
                 )
+                raise yaml.constructor.ConstructorError(None, None, why, node.start_mark)
         return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -96,24 +99,59 @@ _JSON_RESOLVERS = {
 }
 
 
-class _Loader(_Strict, yaml.SafeLoader):
-    """For what a user hands us: PyYAML's own parser, which stops at Python's recursion
-    limit (libyaml's C composer overflows the stack on deeply nested input)."""
+_CParser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Strict, _CParser):  # type: ignore[misc,valid-type]
+    """libyaml's parser, ten times faster than PyYAML's own; what a user hands us is scanned
+    first (`_scan`), because libyaml's composer recurses once per level and would overflow
+    the stack on deeply nested input."""
 
     yaml_implicit_resolvers = _JSON_RESOLVERS
 
 
-class _TrustedLoader(_Strict, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """For the package this repository generates: libyaml's parser, ten times faster."""
+# How deep a user's YAML may nest: a claim is under 20 levels, a whole object with its status
+# under 40.
+MAX_DEPTH = 256
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+_NODES = (yaml.ScalarEvent, *_OPEN)
 
-    yaml_implicit_resolvers = _JSON_RESOLVERS
+
+def _scan(text: str) -> None:
+    """Refuse a stream nested deeper than MAX_DEPTH, or a document of more than
+    MAX_EXPANDED_NODES nodes, from libyaml's events alone (no recursion, nothing built), so
+    that no input costs more than reading it once."""
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=_CParser):
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise RecursionError
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+        elif isinstance(event, yaml.DocumentStartEvent):
+            nodes = 0
+        if isinstance(event, _NODES):
+            nodes += 1
+            if nodes > MAX_EXPANDED_NODES:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"it holds more than {MAX_EXPANDED_NODES:,} nodes; a claim has a few "
+                    "hundred, and the API's lists are short: trim what it lists",
+                    event.start_mark,
+                )
 
 
 def load_yaml_documents(text: str, source: str = "<input>", *, trusted: bool = False) -> list[Any]:
     """All non-empty documents of a YAML stream. Raises RenderError on bad YAML, a key given
-    twice, or aliases that expand beyond reason."""
+    twice, nesting or aliases beyond reason. `trusted`: the package this repository
+    generates, not scanned first."""
     try:
-        docs = list(yaml.load_all(text, Loader=_TrustedLoader if trusted else _Loader))
+        if not trusted:
+            _scan(text)
+        docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -108,7 +108,7 @@ OWNED_ENV: dict[str, str] = {
 # kv_connector_extra_config (LMCache 0.4.2, the engine image's: integration/vllm/utils.py
 # lmcache_get_or_create_config, integration/vllm/vllm_v1_adapter.py _apply_extra_config,
 # v1/config.py remote_config_url, runtime_plugin_locations, storage_plugins); Mooncake its
-# store from MOONCAKE_* (MOONCAKE_CONFIG_PATH): function/limits.yaml engineEnv. kvCache is
+# store from MOONCAKE_* (MOONCAKE_CONFIG_PATH): function/limits.yaml engine. kvCache is
 # how a claim configures LMCache.
 KV_LIBRARY_ENV = RESERVED_ENV_PREFIXES
 LMCACHE_EXTRA_KEY = "lmcache."

@@ -786,3 +786,111 @@ def test_agentgateway_backends_and_policies(obj: dict[str, Any], says: str | Non
     else:
         ((_, errors),) = report.invalid
         assert any(says in e for e in errors), errors
+
+
+# --- The API server's order and limits for CEL (apiextensions-apiserver at the pinned release:
+# strategy.go hasBlockingErr, schema/cel/validation.go; dot_inference/cel_cost.py)
+
+_LISTS_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: lists.example.org}
+spec:
+  group: example.org
+  names: {kind: Lists, plural: lists}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              names:
+                type: array
+                maxItems: 200
+                items: {type: string, maxLength: 16}
+                x-kubernetes-validations:
+                - rule: self.all(a, self.exists_one(b, b == a))
+                  message: each name once
+              others:
+                type: array
+                maxItems: 200
+                items: {type: string}
+                x-kubernetes-validations:
+                - rule: self.all(a, self.exists_one(b, b == a))
+"""
+
+
+def _lists(tmp_path: Path, **spec: Any) -> ValidationReport:
+    (tmp_path / "crd.yaml").write_text(_LISTS_CRD)
+    obj = {
+        "apiVersion": "example.org/v1",
+        "kind": "Lists",
+        "metadata": {"name": "l", "namespace": "a"},
+        "spec": spec,
+    }
+    return validate_objects([obj], schema_paths=[tmp_path])
+
+
+def _errors(report: ValidationReport) -> list[str]:
+    return [e for _, errs in report.invalid for e in errs]
+
+
+def test_a_list_over_max_items_blocks_every_rule(tmp_path: Path) -> None:
+    """The schema's bounds first: a rule over a list past maxItems never runs (its cost would
+    grow with the list), and the API server says so."""
+    report = _lists(tmp_path, names=["x"] * 5000)
+    assert _errors(report) == [
+        "<root>: Invalid value: some validation rules were not checked because the object was "
+        "invalid; correct the existing errors to complete validation",
+        "spec.names: Too many: 5000: must have at most 200 items",
+    ]
+    assert report.cel_evaluated == 0
+
+
+def test_a_pattern_does_not_block_the_rules(tmp_path: Path) -> None:
+    """Only missing fields, enums, types and bounds block CEL (hasBlockingErr); the rule runs
+    beside any other schema error."""
+    (tmp_path / "crd.yaml").write_text(_LISTS_CRD.replace("maxLength: 16", "pattern: '^[a-z]+$'"))
+    obj = {
+        "apiVersion": "example.org/v1",
+        "kind": "Lists",
+        "metadata": {"name": "l", "namespace": "a"},
+        "spec": {"names": ["X", "X"]},
+    }
+    errors = _errors(validate_objects([obj], schema_paths=[tmp_path]))
+    assert "spec.names: Invalid value: each name once" in errors
+    assert len(errors) == 3, errors
+
+
+def test_a_rule_past_the_per_call_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule whose evaluation passes the per-call limit is cancelled, and no rule runs after
+    it. (The limit is lowered here: the real one, 1,000,000, is what the uniqueness rule spends
+    on about 580 names, which the schema's maxItems keeps out of reach.)"""
+    from dot_inference import cel_cost
+
+    monkeypatch.setattr(cel_cost, "PER_CALL_LIMIT", 20_000)
+    report = _lists(tmp_path, names=[f"n{i}" for i in range(100)], others=["a", "a"])
+    assert _errors(report) == [
+        "spec.names: Invalid value: 'operation cancelled: actual cost limit exceeded': no "
+        "further validation rules will be run due to call cost exceeds limit for rule: each "
+        "name once"
+    ]
+
+
+def test_rules_past_the_object_s_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rule's cost comes out of one budget per object; the rule that overruns it stops
+    every rule, its own failure unsaid."""
+    from dot_inference import cel_cost
+
+    monkeypatch.setattr(cel_cost, "RUNTIME_COST_BUDGET", 1_000)
+    report = _lists(tmp_path, names=["a", "b"], others=[f"o{i}" for i in range(30)])
+    assert _errors(report) == [
+        "spec.others: Invalid value: validation failed due to running out of cost budget, no "
+        "further validation rules will be run"
+    ]

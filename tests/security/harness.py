@@ -39,12 +39,33 @@ def claim(case: dict[str, Any]) -> dict[str, Any]:
         xr["spec"]["parameters"] = merge_patch(xr["spec"]["parameters"], case.get("params") or {})
         xr["metadata"]["namespace"] = case.get("namespace", xr["metadata"]["namespace"])
         return xr
+    params = {"model": _MODEL, **copy.deepcopy(case.get("params") or {})}
+    if "repeat" in case:
+        _repeat(params, **case["repeat"])
     return {
         "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
         "kind": "LLMInference",
         "metadata": {"name": "qwen", "namespace": case.get("namespace", "a-team")},
-        "spec": {"parameters": {"model": _MODEL, **copy.deepcopy(case.get("params") or {})}},
+        "spec": {"parameters": params},
     }
+
+
+def _repeat(params: dict[str, Any], path: str, count: int, item: Any) -> None:
+    """params.<path> (dotted) as `count` copies of `item`, `{i}` in its strings numbering
+    them: a long list without writing it out."""
+
+    def numbered(value: Any, i: int) -> Any:
+        if isinstance(value, str):
+            return value.replace("{i}", str(i))
+        if isinstance(value, dict):
+            return {k: numbered(v, i) for k, v in value.items()}
+        return value
+
+    *parents, leaf = path.split(".")
+    node = params
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = [numbered(item, i) for i in range(count)]
 
 
 def world(case: dict[str, Any]) -> list[dict[str, Any]]:
