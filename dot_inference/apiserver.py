@@ -312,8 +312,11 @@ class _Compiled:
 
 # Schema errors that keep the CEL rules from running (apiextensions-apiserver
 # pkg/registry/customresource/strategy.go hasBlockingErr: NotSupported, Required, TooLong,
-# TooMany, TypeInvalid), by the keyword that raises each here; ObjectMeta's "Too long" too.
-_BLOCKING = frozenset({"enum", "required", "maxLength", "maxItems", "maxProperties", "type"})
+# TooMany, TypeInvalid), by the keyword that raises each here; a value not of its format is
+# TypeInvalid too (kube-openapi validate/values.go FormatOf), as ObjectMeta's "Too long".
+_BLOCKING = frozenset(
+    {"enum", "required", "maxLength", "maxItems", "maxProperties", "type", "format"}
+)
 _BLOCKING_META = ": Too long:"
 CEL_BLOCKED = (
     "some validation rules were not checked because the object was invalid; correct the "
@@ -714,7 +717,7 @@ def _kw_list_type(
         for i, item in enumerate(instance):
             key = json.dumps(item, sort_keys=True)
             if key in seen:
-                yield ValidationError(f"[{i}]: Duplicate value: {json.dumps(item)}")
+                yield ValidationError(f"Duplicate value: {json.dumps(item)}", path=[i])
             seen.add(key)
     elif value == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
@@ -724,8 +727,10 @@ def _kw_list_type(
                 continue
             k = json.dumps([item.get(key) for key in keys], sort_keys=True)
             if k in seen_keys:
+                # At the item, as the API server says it (structurallisttype: Duplicate at
+                # the list's index).
                 desc = ", ".join(f'"{key}": {json.dumps(item.get(key))}' for key in keys)
-                yield ValidationError(f"[{i}]: Duplicate value: map[{desc}]")
+                yield ValidationError(f"Duplicate value: map[{desc}]", path=[i])
             seen_keys.add(k)
 
 

@@ -894,3 +894,26 @@ def test_rules_past_the_object_s_budget(tmp_path: Path, monkeypatch: pytest.Monk
         "spec.others: Invalid value: validation failed due to running out of cost budget, no "
         "further validation rules will be run"
     ]
+
+
+def test_a_value_not_of_its_format_blocks_every_rule(tmp_path: Path) -> None:
+    """A format failure is a TypeInvalid error to the API server (kube-openapi
+    validate/values.go FormatOf), which blocks the CEL rules as a wrong type does."""
+    crd = _LISTS_CRD.replace("maxLength: 16", "format: cidr")
+    (tmp_path / "crd.yaml").write_text(crd)
+    obj = {
+        "apiVersion": "example.org/v1",
+        "kind": "Lists",
+        "metadata": {"name": "l", "namespace": "a"},
+        "spec": {"names": ["10.0.0.0/40", "10.0.0.0/40"]},
+    }
+    errors = _errors(validate_objects([obj], schema_paths=[tmp_path]))
+    assert any("some validation rules were not checked" in e for e in errors), errors
+    assert not any("each name once" in e for e in errors), errors
+
+
+def test_a_duplicate_in_a_list_map_is_named_at_its_index() -> None:
+    """structurallisttype reports a duplicate at the list's index, as the API server does."""
+    report = validate_objects([widget(tags=["a", "a"])], schema_paths=PATHS)
+    errors = [e for _, errs in report.invalid for e in errs]
+    assert any(e.startswith("spec.parameters.tags[1]: Duplicate value") for e in errors), errors
