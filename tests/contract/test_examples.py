@@ -80,6 +80,17 @@ def test_every_example_file_is_used() -> None:
             assert path.name in used, f"{path.name} has no XR the package handles"
 
 
+def test_every_example_can_be_applied_beside_the_others() -> None:
+    """A user applies examples/ to one namespace at once (the control plane's suite does):
+    no two XRs may share a kind and a name there, or the second overwrites the first.
+    (llm-autoscaled.yaml's `qwen-7b` replaced llm-two-regions.yaml's on the real plane.)"""
+    seen: dict[tuple[str, str, str], str] = {}
+    for file, xr, _ in CLAIMS:
+        key = (xr["kind"], xr["metadata"].get("namespace", ""), xr["metadata"]["name"])
+        assert key not in seen, f"{file} and {seen[key]} both apply {key}"
+        seen[key] = file
+
+
 def test_state_files_belong_to_examples() -> None:
     for path in (EXAMPLES / "state").glob("*.yaml") if (EXAMPLES / "state").exists() else []:
         assert (EXAMPLES / path.name).exists(), f"{path} has no example {path.name}"
