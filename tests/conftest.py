@@ -16,6 +16,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from dot_inference import release
 
+# tests/controlplane runs on the real control plane, with `./task test-control-plane` (which
+# sets this); `./task test` leaves it out.
+collect_ignore = [] if os.environ.get("DOT_INFERENCE_CONTROL_PLANE") else ["controlplane"]
+
 # In-process CLI tests render one claim after another: forking a test process (xdist's own
 # threads) is not safe. tests/unit/test_cli.py runs the parallel path in a subprocess.
 os.environ.setdefault("DOT_INFERENCE_JOBS", "1")

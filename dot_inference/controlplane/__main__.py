@@ -1,0 +1,3 @@
+from dot_inference.controlplane.plane import main
+
+raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""Every example of examples/ applied to the plane, as a user would apply them all to one
+namespace: the Secrets the `existing` clusters name (each a kubeconfig of the plane), the
+clusters, then the models; done when every XR has been through its pipeline and nothing has
+moved for a while."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+from dot_inference.controlplane import install
+from dot_inference.controlplane.kube import Kube, condition, wait
+from dot_inference.controlplane.plane import Plane
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "a-team"
+XR_KINDS = ("InferenceCluster", "LLMInference")
+XR_API = "inference.devopstoolkit.ai/v1alpha1"
+FILES = sorted(p for p in (ROOT / "examples").glob("*.yaml") if p.name != "functions.yaml")
+DOCS = [(f.name, d) for f in FILES for d in install.load([f]) if d.get("kind") in XR_KINDS]
+# Clusters first: models name them.
+ORDER = sorted(DOCS, key=lambda fd: fd[1]["kind"] != "InferenceCluster")
+
+
+def xrs(kube: Kube, ns: str | None = None) -> list[dict[str, Any]]:
+    return [x for kind in XR_KINDS for x in kube.list(XR_API, kind, ns)]
+
+
+def existing_secrets(plane: Plane) -> list[dict[str, Any]]:
+    """The Secrets the `existing` examples name, each a kubeconfig of the plane (its
+    administrator's: docs/control-plane.md)."""
+    kubeconfig = base64.b64encode(
+        plane.pki.embedded_kubeconfig("crossplane", plane.server).encode()
+    ).decode()
+    names = {
+        ref["name"]
+        for _, d in DOCS
+        if d["kind"] == "InferenceCluster" and d["spec"]["parameters"].get("provider") == "existing"
+        for key in ("kubeconfigSecretRef", "modelsKubeconfigSecretRef")
+        if (ref := d["spec"]["parameters"].get(key))
+    }
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": n, "namespace": NS},
+            "data": {"kubeconfig": kubeconfig},
+        }
+        for n in sorted(names)
+    ]
+
+
+def existing(kube: Kube, objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Which of `objs` exist now, as they are (`<kind>/<name>` -> object): one list per kind
+    and namespace, not one request per object."""
+    groups: dict[tuple[str, str, str | None], set[str]] = {}
+    for o in objs:
+        meta = o.get("metadata") or o
+        groups.setdefault((o["apiVersion"], o["kind"], meta.get("namespace")), set()).add(
+            meta["name"]
+        )
+    out = {}
+    for (api, kind, ns), names in groups.items():
+        for found in kube.list(api, kind, ns):
+            if found["metadata"]["name"] in names:
+                out[f"{kind}/{found['metadata']['name']}"] = found
+    return out
+
+
+def composed_refs(xr: dict[str, Any]) -> list[dict[str, Any]]:
+    """The XR's resourceRefs as objects `existing` takes."""
+    ns = xr["metadata"].get("namespace")
+    refs = ((xr.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
+    return [
+        {
+            "apiVersion": r["apiVersion"],
+            "kind": r["kind"],
+            "metadata": {"name": r["name"], "namespace": r.get("namespace") or ns},
+        }
+        for r in refs
+    ]
+
+
+def snapshot(kube: Kube) -> dict[str, str]:
+    """resourceVersion of every XR and of every object they compose."""
+    everything = xrs(kube)
+    out = {
+        f"{x['kind']}/{x['metadata']['name']}": x["metadata"]["resourceVersion"] for x in everything
+    }
+    found = existing(kube, [r for x in everything for r in composed_refs(x)])
+    out |= {k: o["metadata"]["resourceVersion"] for k, o in found.items()}
+    return out
+
+
+def apply_examples(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
+    install.namespace(kube, NS)
+    for secret in existing_secrets(plane):
+        kube.apply(secret)
+    for _, doc in ORDER:
+        kube.apply(doc)
+    # Every XR (the examples' and those they compose: a cluster's models, a fleet's
+    # placements) has been through its pipeline ...
+    wait(
+        lambda: (all_ := xrs(kube)) and all(condition(x, "Synced") for x in all_),
+        240,
+        "every XR through its pipeline",
+        interval=1,
+    )
+    # ... and nothing moves for three looks in a row.
+    stable, last = 0, None
+    deadline = time.monotonic() + 300
+    while stable < 3 and time.monotonic() < deadline:
+        now = snapshot(kube)
+        stable = stable + 1 if now == last else 0
+        last = now
+        time.sleep(3)
+    return xrs(kube)
