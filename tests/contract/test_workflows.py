@@ -101,10 +101,14 @@ def test_ci_runs_the_readme_commands_on_python_311_with_the_venv_cached() -> Non
 
 
 def test_ci_run_is_the_readme_commands_in_a_fresh_clone_alone() -> None:
+    """The README's two commands, then the suite on the real control plane (README's section
+    on it), which is stopped however the run ends."""
     script = (ROOT / ".ci" / "run").read_text()
     assert "git clone" in script and "mktemp -d" in script
     commands = [ln.split(">")[0].strip() for ln in script.splitlines() if ln.startswith("./task")]
-    assert commands == readme_quickstart()
+    assert commands == [*readme_quickstart(), "./task test-control-plane"]
+    assert "./task test-control-plane" in (ROOT / "README.md").read_text()
+    assert "./task control-plane-down" in script.split("trap", 1)[0]
 
 
 def test_release_builds_both_platforms_from_the_one_version_and_pushes() -> None:
