@@ -132,11 +132,7 @@ def _kubernetes() -> Component:
     def go_mod() -> str:
         # k8s.io/kubernetes requires every staging module at v0.0.0 and replaces it with
         # ./staging/...: a wrapper replaces each with its published release instead.
-        gomod = _go(["mod", "download", "-json", f"k8s.io/kubernetes@{version}"], Path.cwd())
-        data = json.loads(gomod.stdout or "{}")
-        if gomod.returncode or not data.get("GoMod"):
-            raise BuildError(data.get("Error") or gomod.stderr.strip())
-        text = Path(data["GoMod"]).read_text()
+        text = _module_go_mod("k8s.io/kubernetes", version)
         staged = sorted(
             {
                 line.split()[0]
@@ -148,7 +144,7 @@ def _kubernetes() -> Component:
         godebug = [line for line in text.splitlines() if line.startswith("godebug")]
         replaces = "\n".join(f"\t{m} => {m} {staging}" for m in staged)
         return (
-            "go 1.25.0\n\n"
+            f"{_go_line(text)}\n\n"
             + "\n".join(godebug)
             + f"\n\nrequire k8s.io/kubernetes {version}\n\nreplace (\n{replaces}\n)\n"
         )
@@ -170,6 +166,22 @@ def _kubernetes() -> Component:
     )
 
 
+def _module_go_mod(module: str, version: str) -> str:
+    """The go.mod of `module` at `version`, from the module proxy (the go command's error
+    when it cannot be had)."""
+    out = _go(["mod", "download", "-json", f"{module}@{version}"], Path.cwd())
+    data = json.loads(out.stdout or "{}")
+    if not data.get("GoMod"):
+        raise BuildError(data.get("Error") or out.stderr.strip())
+    return Path(data["GoMod"]).read_text()
+
+
+def _go_line(go_mod: str) -> str:
+    """A go.mod's `go` directive: the wrapper takes the built module's own, which is at least
+    that of every module it requires (the go command keeps it so since Go 1.21)."""
+    return next((ln for ln in go_mod.splitlines() if ln.startswith("go ")), "go 1.21")
+
+
 def _simple(
     name: str,
     module: str,
@@ -177,17 +189,17 @@ def _simple(
     programs: tuple[Program, ...],
     *,
     extra: str = "",
-    go: str = "1.25.0",
     ldflags: str = "",
+    source: str | None = None,
 ) -> Component:
-    return Component(
-        name,
-        module,
-        version,
-        programs,
-        lambda: f"go {go}\n\nrequire {module} {version}\n{extra}",
-        ldflags,
-    )
+    """A wrapper that requires `module` at `version`, with the `go` directive of its go.mod
+    (`source`'s, where a replace serves it from another path)."""
+
+    def go_mod() -> str:
+        go = _go_line(_module_go_mod(source or module, version))
+        return f"{go}\n\nrequire {module} {version}\n{extra}"
+
+    return Component(name, module, version, programs, go_mod, ldflags)
 
 
 def components() -> list[Component]:
@@ -202,14 +214,12 @@ def components() -> list[Component]:
             "go.etcd.io/etcd/server/v3",
             pin("etcd"),
             (Program("etcd", "go.etcd.io/etcd/server/v3"),),
-            go="1.26.0",
         ),
         _simple(
             "kwok",
             "sigs.k8s.io/kwok",
             pin("kwok"),
             (Program("kwok", "sigs.k8s.io/kwok/cmd/kwok"),),
-            go="1.26.0",
         ),
         # crossplane/v2's go.mod replaces apis/v2 with ./apis (so `go install` fails): the
         # wrapper requires the apis module at the same tag instead.
@@ -219,7 +229,6 @@ def components() -> list[Component]:
             crossplane,
             (Program("crossplane", "github.com/crossplane/crossplane/v2/cmd/crossplane"),),
             extra=f"require github.com/crossplane/crossplane/apis/v2 {crossplane}\n",
-            go="1.25.11",
             ldflags=f"-X {CROSSPLANE_VERSION_VAR}={crossplane}",
         ),
         # function-auto-ready's go.mod names github.com/crossplane/function-auto-ready; the
@@ -233,7 +242,7 @@ def components() -> list[Component]:
                 "replace github.com/crossplane/function-auto-ready => "
                 f"github.com/crossplane-contrib/function-auto-ready {pin('function_auto_ready')}\n"
             ),
-            go="1.25.11",
+            source="github.com/crossplane-contrib/function-auto-ready",
         ),
         _simple(
             "provider-kubernetes",
@@ -245,21 +254,18 @@ def components() -> list[Component]:
                     "github.com/crossplane-contrib/provider-kubernetes/cmd/provider",
                 ),
             ),
-            go="1.25.11",
         ),
         _simple(
             "provider-helm",
             "github.com/crossplane-contrib/provider-helm",
             pin("provider_helm"),
             (Program("provider-helm", "github.com/crossplane-contrib/provider-helm/cmd/provider"),),
-            go="1.26.5",
         ),
         _simple(
             "function-kcl",
             "github.com/crossplane-contrib/function-kcl",
             pin("function_kcl"),
             (Program("function-kcl", "github.com/crossplane-contrib/function-kcl"),),
-            go="1.25.11",
         ),
     ]
 

@@ -583,7 +583,21 @@ def main(argv: list[str] | None = None) -> int:
     command = args[0] if args else "status"
     plane = Plane()
     if command == "up":
-        plane.up()
+        if not shutil.which("go"):
+            say(
+                "up: no `go` on PATH; the plane builds every program from its Go module "
+                "(Go 1.26 or newer, and the Go module proxy)"
+            )
+            return 1
+        try:
+            plane.up()
+        except (TimeoutError, RuntimeError, build.BuildError) as err:
+            say(f"up failed: {err}")
+            say(
+                f"each process's log is in {plane.root / 'logs'}; stop what runs with "
+                "`./task control-plane-down`"
+            )
+            return 1
     elif command == "down":
         plane.down()
     elif command == "status":

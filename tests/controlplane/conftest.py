@@ -7,7 +7,6 @@ deletion, then the hostile claims of tests/security on the emptied namespace."""
 from __future__ import annotations
 
 import importlib.util
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from applied_examples import NS, XR_API, XR_KINDS, apply_examples, xrs  # noqa: F401  (re-exported)
 
-from dot_inference.controlplane.kube import Kube, KubeError
+from dot_inference.controlplane.kube import Kube, KubeError, wait
 from dot_inference.controlplane.plane import Plane
 
 
@@ -64,14 +63,11 @@ def applied(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
 
 
 def until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not after {timeout:.0f} s")
-        time.sleep(interval)
+    """The plane's `wait`, its timeout a test failure that names `what`."""
+    try:
+        return wait(check, timeout, what, interval)
+    except TimeoutError as err:
+        pytest.fail(str(err))
 
 
 def gone(kube: Kube, obj: dict[str, Any]) -> bool:
