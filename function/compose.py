@@ -51,6 +51,7 @@ from function.status import (
     endpoint_url,
     memory_condition,
     plan_status,
+    pods_requirement,
     readiness,
     replicas_status,
     serving_condition,
@@ -213,6 +214,7 @@ def status(
     """The status stage: conditions, readiness and the XR's status."""
     spec, target = where.spec, where.target
     memory_condition(sized.facts, sized.plan, out)
+    pods_requirement(spec.name, target, out)
     serving = serving_condition(inputs, target, engine, out)
     readiness(inputs, target, engine.key, serving, out)
     url = endpoint_url(spec, target, engine.service or engine.name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from function.backends.base import Engine
+from function.backends.resources import PART_OF
 from function.cluster.target import Target, dig
 from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME
 from function.model import catalog, sizing
@@ -39,6 +40,42 @@ def available_replicas(runtime: dict[str, Any] | None, remote: bool) -> int | No
     if n is None:
         n = dig(status, "readyReplicas")  # a LeaderWorkerSet's groups
     return int(n) if isinstance(n, int | float) and not isinstance(n, bool) else None
+
+
+# The claim's pods, where the engine runs on the control plane itself (no cluster): why one
+# cannot start (the scheduler's words) goes into the Serving condition.
+PODS_REQUIREMENT = "engine-pods"
+
+
+def pods_requirement(spec_name: str, target: Target, out: Outcome) -> None:
+    if target.provider_config is None:
+        out.requirements[PODS_REQUIREMENT] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "matchLabels": {
+                "app.kubernetes.io/name": spec_name,
+                "app.kubernetes.io/part-of": PART_OF,
+            },
+            "namespace": target.namespace,
+        }
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> str:
+    """`pod <name> cannot be scheduled: <the scheduler's message>` for the first pod the
+    scheduler could not place (its PodScheduled condition), else ""."""
+    for pod in sorted(pods, key=lambda p: str(dig(p, "metadata", "name"))):
+        for c in dig(pod, "status", "conditions") or []:
+            if (
+                isinstance(c, dict)
+                and c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == "Unschedulable"
+            ):
+                return (
+                    f"pod {dig(pod, 'metadata', 'name')} cannot be scheduled: "
+                    f"{str(c.get('message') or '').strip()}"
+                )
+    return ""
 
 
 def serving_condition(inputs: Inputs, target: Target, engine: Engine, out: Outcome) -> bool:
@@ -80,6 +117,9 @@ def serving_condition(inputs: Inputs, target: Target, engine: Engine, out: Outco
         detail = f"{available or 0} replica(s) available" + (
             f", model status {model_status}" if model_status else ""
         )
+        stuck = unschedulable(inputs.required.get(PODS_REQUIREMENT) or [])
+        if stuck:
+            detail += f"; {stuck}"
         out.conditions.append(
             Condition(
                 "Serving",

@@ -14,8 +14,10 @@ POOLS = Path(__file__).with_name("nodes.yaml")
 FAKE = {"kwok.x-k8s.io/node": "fake"}
 
 
-def _node(name: str, labels: dict[str, str], capacity: dict[str, str]) -> dict[str, Any]:
-    return {
+def _node(
+    name: str, labels: dict[str, str], capacity: dict[str, str], taints: list[Any] | None = None
+) -> dict[str, Any]:
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -32,6 +34,9 @@ def _node(name: str, labels: dict[str, str], capacity: dict[str, str]) -> dict[s
         # kwok keeps what a Node is created with: the device plugin's resource included.
         "status": {"capacity": capacity, "allocatable": capacity},
     }
+    if taints:
+        node["spec"] = {"taints": taints}
+    return node
 
 
 def nodes() -> list[dict[str, Any]]:
@@ -50,6 +55,13 @@ def nodes() -> list[dict[str, Any]]:
             "nvidia.com/gpu.memory": str(gpus[pool["type"]]["smiMiB"]),
             "nvidia.com/gpu.count": str(pool["gpusPerNode"]),
         }
-        capacity = {**pool["capacity"], "nvidia.com/gpu": str(pool["gpusPerNode"])}
-        out += [_node(f"gpu-{pool['type']}-{i}", labels, capacity) for i in range(pool["nodes"])]
+        capacity = {
+            **pool["capacity"],
+            **(pool.get("extra") or {}),
+            "nvidia.com/gpu": str(pool["gpusPerNode"]),
+        }
+        out += [
+            _node(f"gpu-{pool['type']}-{i}", labels, capacity, pool.get("taints"))
+            for i in range(pool["nodes"])
+        ]
     return out

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from dot_inference import release
-from dot_inference.controlplane import build, install
+from dot_inference.controlplane import build, controllers, install
 from dot_inference.controlplane.kube import Kube, is_true, wait
 from dot_inference.controlplane.pki import PKI
 from dot_inference.controlplane.procs import Processes, alive
@@ -53,6 +53,12 @@ PORTS = {
     "function-auto-ready": 19441,
     "function-dot-inference": 19442,
     "function-kcl": 19443,
+    "lws-webhook": 19450,
+    "lws-metrics": 19451,
+    "lws-health": 19452,
+    "keda-metrics": 19460,
+    "keda-health": 19461,
+    "keda-grpc": 19462,
 }
 CROSSPLANE_NAMESPACE = "crossplane-system"
 # The ServiceAccount provider-kubernetes runs as (its in-cluster identity: a ProviderConfig with
@@ -112,19 +118,23 @@ class Plane:
         self._kubernetes(bins)
         kube = self.kube()
         self._nodes(kube, bins, built)
+        controllers.cluster_basics(kube)
         crossplane_src = build.source(built.components["crossplane"])
         self._crossplane(kube, bins, crossplane_src)
-        runs_local = self._provider_kubernetes(kube, bins, built)
+        hosts = controllers.start_relay(self)
+        runs_local = self._provider_kubernetes(kube, bins, built, hosts)
         self._provider_helm(bins)
         self._functions(kube, bins)
         self._package(kube)
+        self._controllers(kube, built)
         state = {
             "kubeconfig": str(self.kubeconfig),
             "server": self.server,
             "ports": PORTS,
             "processes": list(self.procs.pids()),
             "gaps": [g.__dict__ for g in built.gaps]
-            + ([] if runs_local else [_NO_INJECTED_IDENTITY.__dict__]),
+            + ([] if runs_local else [_NO_INJECTED_IDENTITY.__dict__])
+            + ([] if hosts else [_NO_RELAY.__dict__]),
             "versions": {c.name: c.version for c in build.components()},
         }
         (self.root / "state.json").write_text(json.dumps(state, indent=2))
@@ -132,6 +142,15 @@ class Plane:
         for gap in state["gaps"]:
             say(f"not here: {gap['component']} {gap['version']}: {gap['error'].splitlines()[0]}")
         return state
+
+    def _controllers(self, kube: Kube, built: build.Built) -> None:
+        """The controllers that turn composed objects into pods (controllers.py)."""
+        lws = built.components.get("lws") or built.components.get("lws-standin")
+        if lws:
+            controllers.start_lws(self, kube, built.binaries["lws-controller"], lws)
+        if "keda" in built.components:
+            controllers.start_keda(self, kube, built.binaries, built.components["keda"])
+        controllers.start_operator_model(self)
 
     def _start(self, name: str, argv: list[str], **kw: Any) -> None:
         self.procs.start(name, argv, **kw)
@@ -201,9 +220,11 @@ class Plane:
                     "--use-service-account-credentials=true",
                     f"--cluster-signing-cert-file={k('ca.crt')}",
                     f"--cluster-signing-key-file={k('ca.key')}",
+                    # Kubernetes' own provisioner for the default StorageClass (controllers.py).
+                    "--enable-hostpath-provisioner=true",
                 ]
                 if name == "kube-controller-manager"
-                else []
+                else [f"--config={controllers.scheduler_config(self.root / 'run', config)}"]
             )
             self._start(
                 name,
@@ -288,7 +309,9 @@ class Plane:
             "Crossplane ready",
         )
 
-    def _provider_kubernetes(self, kube: Kube, bins: dict[str, Path], built: build.Built) -> bool:
+    def _provider_kubernetes(
+        self, kube: Kube, bins: dict[str, Path], built: build.Built, hosts: Path | None
+    ) -> bool:
         """provider-kubernetes at the pin, with the arguments install/provider-runtime.yaml
         gives it, as its ServiceAccount: inside a mount namespace of its own where that
         account's token is where a pod's is, so that it runs in-cluster (and a ProviderConfig
@@ -348,7 +371,10 @@ class Plane:
         }
         in_cluster = _can_bind_mount()
         if in_cluster:
-            script = f'mkdir -p {SA_DIR} && mount --bind {account} {SA_DIR} && exec "$@"'
+            script = f"mkdir -p {SA_DIR} && mount --bind {account} {SA_DIR} && "
+            # In-cluster kubeconfigs name kubernetes.default.svc: the relay serves it.
+            script += f"mount --bind {hosts} /etc/hosts && " if hosts else ""
+            script += 'exec "$@"'
             argv = [
                 "unshare",
                 "--mount",
@@ -496,6 +522,14 @@ _NO_INJECTED_IDENTITY = _Gap(
     "",
     "a mount namespace could not be made (unshare --mount): provider-kubernetes runs with a "
     "kubeconfig, so a ProviderConfig with InjectedIdentity (local clusters) cannot connect",
+)
+
+
+_NO_RELAY = _Gap(
+    "kubernetes.default.svc",
+    "",
+    "port 443 on loopback could not be had: a kubeconfig that names the API server as in a "
+    "pod (a local cluster's models ProviderConfig) cannot connect",
 )
 
 

@@ -1,5 +1,5 @@
 """What the function renders, held against what the pinned production-stack controller does
-with it (tests/e2e/production_stack_controller.py models that controller from its source).
+with it (dot_inference/production_stack_operator.py models that controller from its source).
 
 - the Deployment the controller builds from every example is a valid Deployment;
 - its update check never panics (node affinity always present);
@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, by_base, engine_image, load_yaml, simulator_image
-from production_stack_controller import (
+
+from dot_inference.apiserver import validate_objects
+from dot_inference.production_stack_operator import (
     ControllerPanic,
     UpdateRejected,
     canonical_quantity,
@@ -26,8 +28,6 @@ from production_stack_controller import (
     reconcile,
     status_for,
 )
-
-from dot_inference.apiserver import validate_objects
 from function.backends.resources import CONFIG_HASH_ANNOTATION
 from function.compose import compose
 from function.keys import RUNTIME

@@ -1,8 +1,9 @@
 """The suite on the real control plane (`./task test-control-plane`): Kubernetes, kwok's
 nodes, Crossplane with its webhooks, the functions over mTLS, provider-kubernetes, as plain
 processes (dot_inference/controlplane). It brings the plane up when none runs, and runs in
-file order: the plane itself, every example (parity with the offline render, settling),
-deletion, then the hostile claims of tests/security on the emptied namespace."""
+file order: the plane itself, every example (parity with the offline render, settling), Ready
+or why not, deletion, then on the emptied plane GPUs (a replica over two nodes, the GPU
+budget), and the hostile claims of tests/security."""
 
 from __future__ import annotations
 

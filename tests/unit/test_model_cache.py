@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, by_base, engine_image, load_yaml
-from production_stack_controller import pvc_needs_update
 
+from dot_inference.production_stack_operator import pvc_needs_update
 from function.compose import compose
 from function.keys import CACHE, FETCH, RUNTIME
 from function.outcome import Inputs, Outcome

@@ -19,6 +19,9 @@ controller will really do. Modelled, function by function:
   which include every label of the VLLMRuntime.
 - `status_for`: `updateStatus`, the only status the controller writes (Go `omitempty`: a
   zero count is absent).
+- `service_for`, `pvc_for`: `serviceForVLLMRuntime` and `pvcForVLLMRuntime`, the Service every
+  VLLMRuntime gets and the claim `storageConfig.enabled` gets when none of its name exists
+  (each created before the Deployment; docs/operator-comparison.md).
 - `pvc_needs_update`: `pvcNeedsUpdate` compares `storageConfig.size` with the claim's size
   as the API server prints it (canonical form).
 
@@ -38,7 +41,7 @@ from typing import Any
 
 from dot_inference.apiserver import defaulted
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
 
 class ControllerPanic(Exception):
@@ -152,6 +155,10 @@ def _args(spec: dict[str, Any]) -> list[str]:
     args += list(cfg.get("extraArgs") or [])
     if model.get("chatTemplate"):
         args += ["--chat-template", "/etc/chat-template.json"]
+    if _dig(spec, "lmCacheConfig", "enabled"):
+        # Appended after the chat template, while the LMCache variables are added.
+        connector = "LMCacheConnectorV1" if cfg.get("v1") else "LMCacheConnector"
+        args += ["--kv-transfer-config", f'{{"kv_connector":"{connector}","kv_role":"kv_both"}}']
     return args
 
 
@@ -160,12 +167,31 @@ def _env(spec: dict[str, Any]) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": "VLLM_USE_V1", "value": "1" if cfg.get("v1") else "0"}]
     if model.get("enableLoRA"):
         env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
-    if _dig(spec, "lmCacheConfig", "enabled"):
+    lmcache = spec.get("lmCacheConfig") or {}
+    if lmcache.get("enabled"):
         env += [
             {"name": "LMCACHE_LOG_LEVEL", "value": "DEBUG"},
             {"name": "LMCACHE_USE_EXPERIMENTAL", "value": "True"},
             {"name": "VLLM_RPC_TIMEOUT", "value": "1000000"},
         ]
+        if lmcache.get("cpuOffloadingBufferSize"):
+            env += [
+                {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
+                {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": lmcache["cpuOffloadingBufferSize"]},
+            ]
+        if lmcache.get("diskOffloadingBufferSize"):
+            env += [
+                {"name": "LMCACHE_LOCAL_DISK", "value": "True"},
+                {
+                    "name": "LMCACHE_MAX_LOCAL_DISK_SIZE",
+                    "value": lmcache["diskOffloadingBufferSize"],
+                },
+            ]
+        if lmcache.get("remoteUrl"):
+            env += [
+                {"name": "LMCACHE_REMOTE_URL", "value": lmcache["remoteUrl"]},
+                {"name": "LMCACHE_REMOTE_SERDE", "value": lmcache.get("remoteSerde", "")},
+            ]
     env += [{"name": e["name"], "value": e["value"]} for e in cfg.get("env") or []]
     token = _dig(model, "hfTokenSecret", "hfTokenSecretName", default="")
     if token:
@@ -297,6 +323,61 @@ def deployment_for(runtime: dict[str, Any]) -> dict[str, Any]:
             "template": template,
         },
     }
+
+
+def service_for(runtime: dict[str, Any]) -> dict[str, Any]:
+    """`serviceForVLLMRuntime`: the Service the controller creates for every VLLMRuntime (port
+    80 to the engine's port, selecting the pods by the Deployment's labels)."""
+    vr = with_crd_defaults(runtime)
+    name, namespace = vr["metadata"]["name"], vr["metadata"]["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app": name, **(vr["metadata"].get("labels") or {})},
+            "ports": [
+                {
+                    "name": "http",
+                    "port": 80,
+                    "targetPort": vr["spec"]["vllmConfig"]["port"],
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def pvc_for(runtime: dict[str, Any]) -> dict[str, Any] | None:
+    """`pvcForVLLMRuntime`: the claim the controller creates, named after the runtime, when
+    `storageConfig.enabled` and none of that name exists (None when storage is off)."""
+    vr = with_crd_defaults(runtime)
+    storage = vr["spec"].get("storageConfig") or {}
+    if not storage.get("enabled"):
+        return None
+    name, namespace = vr["metadata"]["name"], vr["metadata"]["namespace"]
+    access = storage.get("accessMode")
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app": name, **(vr["metadata"].get("labels") or {})},
+        },
+        "spec": {
+            "accessModes": [
+                access
+                if access in ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany")
+                else "ReadWriteOnce"
+            ],
+            "resources": {"requests": {"storage": storage.get("size") or "10Gi"}},
+        },
+    }
+    if storage.get("storageClassName"):
+        claim["spec"]["storageClassName"] = storage["storageClassName"]
+    return claim
 
 
 def _stored(deployment: dict[str, Any]) -> dict[str, Any]:
