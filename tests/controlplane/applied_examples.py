@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dot_inference.controlplane import install
-from dot_inference.controlplane.kube import Kube, condition, wait
+from dot_inference.controlplane.kube import Kube, condition, is_true, wait
 from dot_inference.controlplane.plane import Plane
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +22,18 @@ FILES = sorted(p for p in (ROOT / "examples").glob("*.yaml") if p.name != "funct
 DOCS = [(f.name, d) for f in FILES for d in install.load([f]) if d.get("kind") in XR_KINDS]
 # Clusters first: models name them.
 ORDER = sorted(DOCS, key=lambda fd: fd[1]["kind"] != "InferenceCluster")
+
+
+def examples_table() -> dict[str, tuple[bool, str]]:
+    """`Kind/name` -> (Ready here, why not), from docs/control-plane.md's table."""
+    text = (ROOT / "docs" / "control-plane.md").read_text()
+    section = text.split("## Every example on the plane", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and "/" in cells[1] and cells[2] in ("yes", "no"):
+            out[cells[1]] = (cells[2] == "yes", cells[3])
+    return out
 
 
 def xrs(kube: Kube, ns: str | None = None) -> list[dict[str, Any]]:
@@ -108,6 +120,16 @@ def apply_examples(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
         240,
         "every XR through its pipeline",
         interval=1,
+    )
+    # ... every example that can serve here does (the engines' controllers make pods Ready
+    # after the pipelines ran; an Object's status reaches its XR at provider-kubernetes' next
+    # poll) ...
+    ready = [row.split("/") for row, (yes, _) in examples_table().items() if yes]
+    wait(
+        lambda: all(is_true(kube.get(XR_API, kind, name, NS), "Ready") for kind, name in ready),
+        300,
+        "every example that can serve here Ready",
+        interval=2,
     )
     # ... and nothing moves for three looks in a row.
     stable, last = 0, None

@@ -11,31 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from applied_examples import DOCS
+from applied_examples import DOCS, examples_table
 from conftest import NS, XR_API, until
 
 from dot_inference.controlplane.kube import Kube, condition, is_true
 from dot_inference.controlplane.plane import Plane
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = ROOT / "docs" / "control-plane.md"
 ENGINE_COMPONENTS = ("engine", "llm-d-engine")
 CONTROLLERS = ("lws-controller", "keda-operator", "operator-model")
 # provider-kubernetes observes what it applied once a minute (install/provider-runtime.yaml's
 # poll interval), so an Object's status may take that long to reach its claim.
 READY_WITHIN = 240
-
-
-def examples_table() -> dict[str, tuple[bool, str]]:
-    """`Kind/name` -> (Ready here, why not), from docs/control-plane.md."""
-    text = TABLE.read_text()
-    section = text.split("## Every example on the plane", 1)[1].split("\n## ", 1)[0]
-    out = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and "/" in cells[1] and cells[2] in ("yes", "no"):
-            out[cells[1]] = (cells[2] == "yes", cells[3])
-    return out
 
 
 TABLE_ROWS = examples_table()
