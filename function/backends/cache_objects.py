@@ -39,6 +39,9 @@ FETCH_SCRIPT = _program(Path(model_fetch.__file__))
 ENGINE_PYTHON = "/opt/venv/bin/python"
 
 
+# metav1.FinalizerDeleteDependents: what a foreground deletion puts on an object.
+FOREGROUND_DELETION = "foregroundDeletion"
+
 # Ready means the download finished.
 JOB_DONE_CEL = "has(object.status.succeeded) && object.status.succeeded >= 1"
 
@@ -121,6 +124,13 @@ def model_fetch_job(
             }
         )
     metadata = object_metadata(job_name, namespace, model, component="model-fetch")
+    # Deleted in the foreground whoever deletes it: provider-kubernetes deletes with the API's
+    # default propagation, which for batch/v1 Jobs orphans the pods, and a scheduled orphan
+    # keeps the cache claim in use (pvc-protection), so the claim never finishes Terminating.
+    # The API server reads this finalizer as the propagation policy when the request names
+    # none (apiserver's registry store, shouldOrphanDependents), and the garbage collector
+    # removes it once the pods are gone.
+    metadata["finalizers"] = [FOREGROUND_DELETION]
     term = {
         "labelSelector": {"matchLabels": {"app": name}},
         "topologyKey": "kubernetes.io/hostname",
@@ -140,7 +150,7 @@ def model_fetch_job(
                 "spec": {
                     "restartPolicy": "OnFailure",
                     # The pod ends by the same deadline even if its Job is deleted with
-                    # orphaned dependents (a Job's default propagation policy).
+                    # orphaned dependents (`kubectl delete --cascade=orphan`).
                     "activeDeadlineSeconds": deadline_seconds,
                     "affinity": {
                         "nodeAffinity": {

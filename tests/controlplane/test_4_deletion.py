@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from applied_examples import DOCS, existing
+from applied_examples import existing
 from conftest import NS, XR_API, xrs
 
 from dot_inference.controlplane.kube import Kube, KubeError
@@ -25,21 +25,32 @@ def test_a_cluster_refuses_deletion_while_a_model_uses_it(
     applied: list[dict[str, Any]], kube: Kube
 ) -> None:
     usages = kube.list(*USAGE, NS)
+
+    def owner(u: dict[str, Any]) -> dict[str, Any]:
+        refs = u["metadata"].get("ownerReferences") or []
+        return next((r for r in refs if r.get("controller")), {})
+
     by_model = next(
         (
             u
             for u in usages
             if u["spec"]["of"].get("kind") == "InferenceCluster"
-            and u["spec"].get("by", {}).get("kind") == "LLMInference"
+            and owner(u).get("kind") == "LLMInference"
         ),
         None,
     )
     assert by_model is not None, "the examples run models on clusters"
     cluster = by_model["spec"]["of"]["resourceRef"]["name"]
-    model = by_model["spec"]["by"]["resourceRef"]["name"]
+    model = owner(by_model)["name"]
+    # By one of the model's objects on the cluster, never the model (a foreground deletion of
+    # the model would wait on itself); the webhook names the model's Usage.
+    assert by_model["spec"]["by"]["kind"] == "Object"
     with pytest.raises(KubeError) as refused:
         kube.delete(XR_API, "InferenceCluster", cluster, NS)
-    assert "in-use" in refused.value.message and f"LLMInference/{model}" in refused.value.message
+    message = refused.value.message
+    # The webhook names one Usage of those that hold it (of the models on it).
+    assert "in-use" in message and f'-uses-{cluster}"' in message, message
+    assert model
     assert kube.get(XR_API, "InferenceCluster", cluster, NS) is not None
 
 
@@ -82,13 +93,8 @@ def test_deleting_everything_completes_in_the_order_the_usages_give(
                     kube.delete(XR_API, obj["kind"], obj["metadata"]["name"], NS)
         time.sleep(0.5)
     left = sorted(set(tracked) - set(gone_at))
-    held = held_by_orphaned_download_pods(kube)
-    # Known, not fixed yet (found on this plane; docs/control-plane.md): what a download pod
-    # orphaned by provider-kubernetes keeps, and what waits on it through the Usages.
-    unexplained = [k for k in left if not any(h in k for h in held)]
-    assert not unexplained, f"left behind after 300 s: {unexplained}"
-    if not held:
-        assert not kube.list(*USAGE, NS), "every Usage goes with what it protected"
+    assert not left, f"left behind after 300 s: {left}"
+    assert not kube.list(*USAGE, NS), "every Usage goes with what it protected"
     wrong = [
         f"{of} went in round {gone_at[of]}, before {by} (round {gone_at[by]}), which used it"
         for of, by in order
@@ -97,36 +103,11 @@ def test_deleting_everything_completes_in_the_order_the_usages_give(
     assert not wrong, "\n".join(wrong)
 
 
-def held_by_orphaned_download_pods(kube: Kube) -> set[str]:
-    """The models (and their clusters) whose download pod outlived its Job: provider-kubernetes
-    v1.2.1 deletes an Object's Job with the API's default propagation, which for batch/v1 Jobs
-    orphans the pods, and a pod that was scheduled keeps its PersistentVolumeClaim in use
-    (kube-controller-manager's pvc-protection), so the cache claim of a model on a cluster
-    never finishes Terminating."""
-    out: set[str] = set()
-    for pod in kube.list("v1", "Pod", NS, selector="app.kubernetes.io/component=model-fetch"):
-        if pod["metadata"].get("ownerReferences"):
-            continue
-        model = pod["metadata"]["labels"].get("app.kubernetes.io/name", "")
-        out.add(model)
-        for claim in kube.list("v1", "PersistentVolumeClaim", NS):
-            if claim["metadata"]["name"] == model and claim["metadata"].get("deletionTimestamp"):
-                out.add(model)
-    # Their clusters' Objects wait on the claim's Object through the Usages.
-    clusters = {
-        d["metadata"]["name"]: (d["spec"]["parameters"].get("clusterRef") or {}).get("name")
-        for _, d in DOCS
-        if d["kind"] == "LLMInference"
-    }
-    return out | {c for m in list(out) if (c := clusters.get(m))}
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="found on the plane, not fixed: provider-kubernetes orphans a remote download Job's "
-    "pod, which holds the model's cache claim in Terminating (docs/control-plane.md)",
-)
-def test_a_remote_models_download_pod_goes_with_its_job(
-    applied: list[dict[str, Any]], kube: Kube
-) -> None:
-    assert not held_by_orphaned_download_pods(kube)
+def test_no_download_pod_outlives_its_job(applied: list[dict[str, Any]], kube: Kube) -> None:
+    """provider-kubernetes deletes an Object's object with the API's default propagation,
+    which for a batch/v1 Job orphans its pods; a scheduled orphan would keep the model's cache
+    claim in use (pvc-protection) and its deletion Terminating forever. The Job asks for
+    foreground deletion itself (its foregroundDeletion finalizer), so its pods go first."""
+    left = kube.list("v1", "Pod", NS, selector="app.kubernetes.io/component=model-fetch")
+    assert not left, [p["metadata"]["name"] for p in left]
+    assert not kube.list("v1", "PersistentVolumeClaim", NS)

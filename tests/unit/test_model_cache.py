@@ -218,6 +218,9 @@ def test_runtime_cache_and_job_fit_together(xr: dict[str, Any]) -> None:
         == out.status["plan"]["cache"]["downloadDeadlineSeconds"]
     )
     assert runtime["spec"]["deploymentConfig"]["replicas"] == 0, "no pod before the download"
+    # Its pods go with it whoever deletes it: a batch/v1 Job's default propagation orphans
+    # them, and a scheduled orphan holds the claim in Terminating (found on the plane).
+    assert job["metadata"]["finalizers"] == ["foregroundDeletion"]
 
 
 def test_kimi_weights_go_to_a_volume_that_holds_them() -> None:
