@@ -152,8 +152,14 @@ def ledger_usage(xr: dict[str, Any]) -> dict[str, Any] | None:
     name = (xr.get("metadata") or {}).get("name")
     if cluster is None or not isinstance(name, str) or composed_by_cluster(xr, cluster):
         return None
+    # `by` is the model's engine Object there (the ledger reads the entry, not `by`).
+    engine = {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "resourceRef": {"name": kube.dns_label(f"{name}-runtime")},
+    }
     usage = resources.cluster_usage(
-        name=kube.dns_label(f"{name}-uses-{cluster}"), cluster=cluster, model_claim=name
+        name=kube.dns_label(f"{name}-uses-{cluster}"), cluster=cluster, by=engine
     )
     ledger.stamp(usage, xr, xr.get("status"))
     render.set_composed_metadata(usage, xr, CLUSTER_USAGE)

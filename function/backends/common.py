@@ -142,12 +142,32 @@ def ingress(
         )
 
 
-def cluster_usage(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome) -> None:
+def composed_ref(out: Outcome, *keys: str) -> dict[str, Any] | None:
+    """A Usage's reference to the first of `keys` this reconcile composes (its kind and the
+    name it has there), or None."""
+    for key in keys:
+        obj = out.resources.get(key)
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+        if isinstance(name, str) and name:
+            return {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "resourceRef": {"name": name},
+            }
+    return None
+
+
+def cluster_usage(spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome, by_key: str) -> None:
+    """A Usage of the model's cluster by its object `by_key` there (the engine, or the
+    Service in front of it), which every backend composes on a cluster."""
     if target.cluster and not composed_by_cluster(inputs.xr, target.cluster):
+        by = composed_ref(out, by_key + target.suffix)
+        if by is None:
+            return
         out.resources[CLUSTER_USAGE] = resources.cluster_usage(
             name=kube.dns_label(f"{spec.name}-uses-{target.cluster}"),
             cluster=target.cluster,
-            model_claim=spec.name,
+            by=by,
         )
 
 
@@ -215,10 +235,12 @@ def keda_usage(
     finalizer only KEDA removes."""
     # The cluster's own models (spec.parameters.models) need none: its program refuses
     # apps.keda off while one of them autoscales, and its deletion removes them first.
+    by = composed_ref(out, SCALER + target.suffix)
     if (
         count.autoscaled
         and target.cluster
         and target.keda_release
+        and by is not None
         and not composed_by_cluster(inputs.xr, target.cluster)
     ):
         out.resources[KEDA_USAGE] = resources.usage(
@@ -228,7 +250,7 @@ def keda_usage(
                 "kind": "Release",
                 "resourceRef": {"name": target.keda_release},
             },
-            model_claim=spec.name,
+            by=by,  # the ScaledObject, whose finalizer only KEDA removes
             replay_deletion=True,
         )
 

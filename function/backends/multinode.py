@@ -316,7 +316,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
         lws_target = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "name": group}
         scaler(spec, target, name, count, lws_target, out, service=service)
     ingress(spec, target, name, out, service=service)
-    cluster_usage(spec, target, inputs, out)
+    cluster_usage(spec, target, inputs, out, LWS_SERVICE)
     keda_usage(spec, target, count, inputs, out)
     no_takeover(spec, target, inputs, out)
     if shared is not None:

@@ -309,7 +309,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # The engine kept serving while the new model downloads stays under KEDA.
         out.resources[SCALER + target.suffix] = kube.desired_from_observed(observed_scaler)
     ingress(spec, target, name, out)
-    cluster_usage(spec, target, inputs, out)
+    cluster_usage(spec, target, inputs, out, RUNTIME)
     keda_usage(spec, target, count, inputs, out)
     no_takeover(spec, target, inputs, out)
     cache_condition(spec, target, name, cache, class_name, fetch, holding, out)

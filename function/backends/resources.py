@@ -203,20 +203,24 @@ def wrap_in_object(
 
 # What a desired object may say about itself: everything else in metadata (uid,
 # resourceVersion, generation, creationTimestamp, managedFields, ownerReferences,
-# finalizers) is the API server's or Crossplane's to set, and a server-side apply that
-# carries managedFields is rejected.
+# finalizers, but for the download Job's foregroundDeletion: cache_objects.py) is the API
+# server's or Crossplane's to set, and a server-side apply that carries managedFields is
+# rejected.
 def usage(
-    *, name: str, of: Mapping[str, Any], model_claim: str, replay_deletion: bool = False
+    *, name: str, of: Mapping[str, Any], by: Mapping[str, Any], replay_deletion: bool = False
 ) -> dict[str, Any]:
-    """A Usage of `of` (apiVersion, kind, resourceRef) by the LLMInference `model_claim`:
-    deleting `of` is refused, naming the model, while the model uses it (Crossplane's
-    webhook blocks the delete); with `replay_deletion`, a deletion refused meanwhile (its
-    XR's, say) goes ahead once the model is gone."""
-    api = "inference.devopstoolkit.ai/v1alpha1"
-    spec: dict[str, Any] = {
-        "of": dict(of),
-        "by": {"apiVersion": api, "kind": "LLMInference", "resourceRef": {"name": model_claim}},
-    }
+    """A Usage of `of` by `by` (each apiVersion, kind, resourceRef): deleting `of` is refused
+    while the Usage exists (Crossplane's webhook names the Usage, `<model>-uses-...`), and a
+    deletion of the model waits for `by` to be gone before the Usage goes.
+
+    `by` is one of the model's own composed resources, never the model: Crossplane's Usage
+    controller keeps a composed Usage until its `by` is gone (internal/controller/protection/
+    usage/reconciler.go at v2.3.4), and the Usage is a dependent that blocks its owner's
+    deletion, so a foreground deletion of the model (`kubectl delete --cascade=foreground`,
+    chainsaw's cleanup, Crossplane's own removal of a fleet's placement) would wait forever.
+    With `replay_deletion`, a deletion refused meanwhile (its XR's, say) goes ahead once
+    `by` is gone."""
+    spec: dict[str, Any] = {"of": dict(of), "by": dict(by)}
     if replay_deletion:
         spec["replayDeletion"] = True
     return {
@@ -227,14 +231,14 @@ def usage(
     }
 
 
-def cluster_usage(*, name: str, cluster: str, model_claim: str) -> dict[str, Any]:
-    """A Usage that keeps the InferenceCluster `cluster` while the LLMInference
-    `model_claim` runs on it, instead of tearing the cluster down under it."""
+def cluster_usage(*, name: str, cluster: str, by: Mapping[str, Any]) -> dict[str, Any]:
+    """A Usage that keeps the InferenceCluster `cluster` while the model's object `by` is on
+    it, instead of tearing the cluster down under the model."""
     api = "inference.devopstoolkit.ai/v1alpha1"
     return usage(
         name=name,
         of={"apiVersion": api, "kind": "InferenceCluster", "resourceRef": {"name": cluster}},
-        model_claim=model_claim,
+        by=by,
     )
 
 

@@ -145,7 +145,7 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
     if count.autoscaled:
         scaler(spec, target, name, count, DEPLOYMENT_SCALE_TARGET | {"name": name}, out)
     ingress(spec, target, name, out)
-    cluster_usage(spec, target, inputs, out)
+    cluster_usage(spec, target, inputs, out, SIMULATOR_SERVICE)
     keda_usage(spec, target, count, inputs, out)
     no_takeover(spec, target, inputs, out)
     out.conditions.append(

@@ -18,7 +18,7 @@ from typing import Any
 
 from function import kube
 from function.backends import resources
-from function.backends.common import no_takeover
+from function.backends.common import composed_ref, no_takeover
 from function.cluster import peers
 from function.cluster import spread as spreading
 from function.cluster.place import gather, selector_text
@@ -310,12 +310,6 @@ def global_route(
         legs.append(route.Leg(name, weight, url=spill.url))
     if spill_rows and out.placement is not None:
         out.placement["spillover"] = spill_rows
-    out.resources[GATEWAY_USAGE] = resources.cluster_usage(
-        name=kube.dns_label(f"{spec.name}-uses-{gateway.cluster}"),
-        cluster=gateway.cluster,
-        model_claim=spec.name,
-    )
-    out.ready[GATEWAY_USAGE] = True
     route_name = kube.dns_label(spec.name)
     path = f"/{spec.namespace}/{spec.name}"
     guarded = guard(spec, gateway, target, route_name, inputs, out)
@@ -334,6 +328,18 @@ def global_route(
             ),
             out,
         )
+    # The gateway's cluster stays while the claim has objects there: the route's policy (always
+    # composed, or kept), else whatever else it has there.
+    by = composed_ref(
+        out, POLICY + sfx, ROUTE + sfx, *(k for k in out.resources if k.startswith("global-"))
+    )
+    if by is not None:
+        out.resources[GATEWAY_USAGE] = resources.cluster_usage(
+            name=kube.dns_label(f"{spec.name}-uses-{gateway.cluster}"),
+            cluster=gateway.cluster,
+            by=by,
+        )
+        out.ready[GATEWAY_USAGE] = True
     routed = [k for k in out.resources if k.startswith(("global-", SECRET_PREFIX))]
     for k in routed:
         out.ready[k] = condition_true(inputs.observed.get(k))

@@ -414,7 +414,7 @@ def test_a_model_keeps_its_cluster_unless_the_cluster_composed_it(
     from conftest import engine_image
 
     from function.compose import compose
-    from function.keys import CLUSTER_USAGE
+    from function.keys import CLUSTER_USAGE, RUNTIME
     from function.outcome import Inputs
 
     xr = _llm(clusterRef={"name": "inference-aws"})
@@ -434,6 +434,14 @@ def test_a_model_keeps_its_cluster_unless_the_cluster_composed_it(
             "kind": "InferenceCluster",
             "resourceRef": {"name": "inference-aws"},
         }
-        assert found["spec"]["by"]["resourceRef"] == {"name": "qwen"}
+        # By the model's engine there (its Object), never the model itself: Crossplane keeps a
+        # composed Usage until its `by` is gone, so a foreground deletion of the model would
+        # wait on itself.
+        engine = out.resources[next(k for k in out.resources if k.startswith(RUNTIME))]
+        assert found["spec"]["by"] == {
+            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+            "kind": "Object",
+            "resourceRef": {"name": engine["metadata"]["name"]},
+        }
         assert "replayDeletion" not in found["spec"], "a refused delete is not replayed later"
         assert out.ready[CLUSTER_USAGE] is True

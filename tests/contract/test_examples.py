@@ -47,6 +47,14 @@ CLAIMS = claims()
 def test_example_renders_and_validates(xr: dict[str, Any], required: list[dict[str, Any]]) -> None:
     result = render_and_validate(xr, required)
     assert result.composed, "nothing was composed"
+    # A composed Usage is kept until its `by` is gone, and blocks its owner's deletion: by
+    # the XR that composes it, a foreground deletion of that XR would never end (found on
+    # the control plane by chainsaw's cleanup).
+    own = (xr["apiVersion"], xr["kind"], xr["metadata"]["name"])
+    for usage in (o for o in result.composed if o["kind"] == "Usage"):
+        by = usage["spec"].get("by") or {}
+        ref = (by.get("apiVersion"), by.get("kind"), (by.get("resourceRef") or {}).get("name"))
+        assert ref != own, f"Usage {usage['metadata']['name']} is by its own XR"
 
 
 LLM = [c for c in CLAIMS if c[1]["kind"] == "LLMInference" and not c[2]]

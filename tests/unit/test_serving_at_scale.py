@@ -725,21 +725,32 @@ def test_an_autoscaled_model_keeps_keda_installed() -> None:
     under the model's ScaledObject (whose finalizer only KEDA removes)."""
     state = cluster()
     state["status"]["keda"] = {"release": "inference-aws-app-keda"}
-    out = run(claim(autoscaling={"maxReplicas": 2}), state=state)
+    downloading = run(claim(autoscaling={"maxReplicas": 2}), state=state)
+    assert "usage-keda" not in downloading.resources, "no ScaledObject yet, nothing needs KEDA"
+    out = run(claim(autoscaling={"maxReplicas": 2}), state=state, observed=fetched(downloading))
     usage = out.resources["usage-keda"]
     assert usage["spec"]["of"] == {
         "apiVersion": "helm.m.crossplane.io/v1beta1",
         "kind": "Release",
         "resourceRef": {"name": "inference-aws-app-keda"},
     }
-    assert usage["spec"]["by"]["resourceRef"] == {"name": "m"}
+    scaler = out.resources[next(k for k in out.resources if k.startswith(SCALER))]
+    assert usage["spec"]["by"] == {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "resourceRef": {"name": scaler["metadata"]["name"]},
+    }, "by the ScaledObject: KEDA removes its finalizer"
     assert usage["spec"]["replayDeletion"] is True
-    assert "usage-keda" not in run(claim(), state=state).resources, "fixed replicas: none"
+    fixed = run(claim(), state=state)
+    assert "usage-keda" not in run(claim(), state=state, observed=fetched(fixed)).resources, (
+        "fixed replicas: none"
+    )
     composed = claim(autoscaling={"maxReplicas": 2})
     composed["metadata"]["ownerReferences"] = [
         {"controller": True, "kind": "InferenceCluster", "name": "inference-aws"}
     ]
-    assert "usage-keda" not in run(composed, state=state).resources, (
+    own = run(composed, state=state)
+    assert "usage-keda" not in run(composed, state=state, observed=fetched(own)).resources, (
         "the cluster's own models: its program keeps KEDA while they autoscale"
     )
     valid(out)

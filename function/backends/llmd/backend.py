@@ -274,7 +274,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         kind = "Deployment" if simulate else "StatefulSet"
         scaled = {"apiVersion": "apps/v1", "kind": kind, "name": group}
         scaler(spec, target, name, count, scaled, out, service=engines)
-    cluster_usage(spec, target, inputs, out)
+    cluster_usage(spec, target, inputs, out, LLMD_ENGINES_SERVICE)
     keda_usage(spec, target, count, inputs, out)
     no_takeover(spec, target, inputs, out)
     if shared is None:
