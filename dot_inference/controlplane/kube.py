@@ -185,6 +185,17 @@ class Kube:
                 return False
             raise
 
+    def patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: dict[str, Any]
+    ) -> Any:
+        """A JSON merge patch (`kubectl patch --type=merge`): a null removes the field."""
+        return self.request(
+            "PATCH",
+            self.path(api_version, kind, namespace, name),
+            patch,
+            content_type="application/merge-patch+json",
+        )
+
     def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> Any:
         meta = obj["metadata"]
         return self.request(
