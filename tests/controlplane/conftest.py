@@ -77,3 +77,26 @@ def gone(kube: Kube, obj: dict[str, Any]) -> bool:
         return kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")) is None
     except KubeError as err:
         return err.status == 404
+
+
+def remove(kube: Kube, objs: list[dict[str, Any]], timeout: float = 300) -> None:
+    """Delete `objs` until every one is gone, as a user retries `kubectl delete`: what a Usage
+    protects is refused (409, "in-use") until what uses it has gone (a model's Usage of its
+    cluster is by the model's objects on the cluster, which provider-kubernetes removes after
+    the model), so each round asks again for what is left. Namespaces stay."""
+    left = [o for o in objs if o.get("kind") != "Namespace"]
+
+    def ask() -> bool:
+        nonlocal left
+        for obj in left:
+            meta = obj["metadata"]
+            try:
+                kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+            except KubeError as err:
+                if err.status not in (404, 409):
+                    raise
+        left = [o for o in left if not gone(kube, o)]
+        return not left
+
+    what = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in left)
+    until(ask, timeout, f"deleted: {what}", 0.5)

@@ -20,7 +20,6 @@ the H100 nodes the scheduler picks."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import pytest
 from applied_examples import DOCS, existing_secrets
-from conftest import XR_API, gone, until
+from conftest import XR_API, remove, until
 
 from dot_inference.controlplane import install
 from dot_inference.controlplane.kube import Kube, KubeError, condition, is_true
@@ -147,22 +146,7 @@ def fleet(plane: Plane, kube: Kube) -> Any:
     for claim in claims:
         kube.apply(claim)
     yield claims
-    for obj in claims + clusters:
-        try:
-            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], NS)
-        except KubeError as err:  # a cluster in use: asked again below
-            if "in-use" not in err.message:
-                raise
-
-    def all_gone() -> bool:
-        for obj in claims + clusters:
-            if not gone(kube, obj):
-                with contextlib.suppress(KubeError):
-                    kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], NS)
-                return False
-        return True
-
-    until(all_gone, WITHIN, "the fleet's claims and clusters deleted", 2)
+    remove(kube, claims + clusters)
 
 
 def _children(kube: Kube, claim: dict[str, Any]) -> list[dict[str, Any]]:

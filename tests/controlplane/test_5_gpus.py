@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import XR_API, gone, until
+from conftest import XR_API, remove, until
 
 from dot_inference.controlplane import install
 from dot_inference.controlplane.kube import Kube, condition, is_true
@@ -46,14 +46,6 @@ def _plane_secret(plane: Plane, ns: str) -> dict[str, Any]:
         "metadata": {"name": "plane", "namespace": ns},
         "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
     }
-
-
-def _delete_all(kube: Kube, objs: list[dict[str, Any]]) -> None:
-    for obj in reversed(objs):
-        meta = obj["metadata"]
-        kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-    for obj in objs:
-        until(lambda o=obj: gone(kube, o), WITHIN, f"{obj['kind']} {obj['metadata']['name']} gone")
 
 
 @pytest.fixture
@@ -90,7 +82,7 @@ def h200_pair(plane: Plane, kube: Kube) -> Any:
     }
     kube.apply(cluster)
     yield ns, cluster
-    _delete_all(kube, [cluster])
+    remove(kube, [cluster])
 
 
 def test_a_replica_over_two_nodes_is_a_leader_and_a_worker_on_two_gpu_nodes(
@@ -138,7 +130,7 @@ def test_a_replica_over_two_nodes_is_a_leader_and_a_worker_on_two_gpu_nodes(
     )
     serving = condition(kube.get(XR_API, "LLMInference", name, ns), "Serving")
     assert "LeaderWorkerSet" in serving["message"] and "1 replica(s) serving" in serving["message"]
-    _delete_all(kube, [claim])
+    remove(kube, [claim])
     until(lambda: not group(), WITHIN, "the group's pods gone with the claim")
 
 
@@ -169,7 +161,7 @@ def every_h100_node_has_a_gpu_taken(kube: Kube) -> Any:
     for pod in blockers:
         kube.apply(pod)
     yield blockers
-    _delete_all(kube, blockers)
+    remove(kube, blockers)
 
 
 def test_a_model_that_needs_a_whole_node_stays_pending_and_says_why(
@@ -213,4 +205,4 @@ def test_a_model_that_needs_a_whole_node_stays_pending_and_says_why(
         if p["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"
     ]
     assert pod["spec"]["nodeName"] == blocker["spec"]["nodeName"]
-    _delete_all(kube, [claim])
+    remove(kube, [claim])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import XR_API, XR_KINDS, gone, until
+from conftest import XR_API, XR_KINDS, remove, until
 
 from dot_inference.apiserver import PRUNED
 from dot_inference.controlplane import install
@@ -184,26 +184,6 @@ def _stamped(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _remove(kube: Kube, objs: list[dict[str, Any]], timeout: float = 90) -> None:
-    """Delete `objs` until every one is gone: what a Usage protects is refused (409) until
-    what uses it has gone, so each round asks again for what is left. Namespaces stay (the
-    claims' own among them)."""
-    left = [o for o in objs if o.get("kind") != "Namespace"]
-    deadline = time.monotonic() + timeout
-    while left:
-        for obj in left:
-            meta = obj["metadata"]
-            try:
-                kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
-            except KubeError as err:
-                if err.status != 409:
-                    raise
-        time.sleep(0.3)
-        left = [o for o in left if not gone(kube, o)]
-        if time.monotonic() > deadline:
-            pytest.fail(f"left behind: {[(o['kind'], o['metadata']['name']) for o in left]}")
-
-
 def _fatal(synced: dict[str, Any]) -> str:
     message = synced.get("message", "")
     return user_message(message.split(FATAL, 1)[1]) if FATAL in message else message
@@ -235,4 +215,4 @@ def test_the_pipeline_refuses_with_the_catalogue_s_message(
         refs = ((got.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
         assert not refs, f"a refused claim composes nothing: {refs}"
     finally:
-        _remove(kube, [xr, *made])
+        remove(kube, [xr, *made], 90)
