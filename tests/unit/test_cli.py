@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -161,3 +162,47 @@ def test_claims_render_in_parallel_exactly_as_one_by_one(tmp_path: Path) -> None
     assert one.returncode == two.returncode == 0, two.stderr
     assert two.stdout == one.stdout
     assert two.stderr == one.stderr
+
+
+def _vllm_off_with_models_still_on_it(tmp_path: Path, keep_ref: bool) -> Any:
+    """examples/cluster-existing.yaml with apps.vllm turned off while two objects of models
+    still connect with its models' ProviderConfig (provider-kubernetes' status.users)."""
+    cluster = copy.deepcopy(load_yaml(EXAMPLES / "cluster-existing.yaml")[0])
+    cluster["spec"]["parameters"]["apps"]["vllm"]["enabled"] = False
+    if not keep_ref:
+        del cluster["spec"]["parameters"]["modelsKubeconfigSecretRef"]
+    observed = {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "ProviderConfig",
+        "metadata": {
+            "name": "inference-existing-models",
+            "namespace": "a-team",
+            "annotations": {"crossplane.io/composition-resource-name": "providerconfig-models"},
+        },
+        "status": {"users": 2},
+    }
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    return invoke(
+        "render", "-", "-o", str(tmp_path / "observed.yaml"), stdin=yaml.safe_dump(cluster)
+    )
+
+
+def test_turning_vllm_off_keeps_the_models_identity_while_models_use_it(tmp_path: Path) -> None:
+    res = _vllm_off_with_models_still_on_it(tmp_path, keep_ref=True)
+    assert res.exit_code == 0, res.stderr
+    kept = [
+        d
+        for d in yaml.safe_load_all(res.stdout)
+        if d and d.get("kind") == "ProviderConfig" and d["metadata"]["name"].endswith("-models")
+    ]
+    assert kept, "the models' ProviderConfig went while models use it"
+
+
+def test_dropping_the_models_kubeconfig_while_models_use_it_is_refused(tmp_path: Path) -> None:
+    res = _vllm_off_with_models_still_on_it(tmp_path, keep_ref=False)
+    assert res.exit_code == 1
+    assert res.stderr == (
+        "dot-inference: InferenceCluster a-team/inference-existing: "
+        "spec.parameters.modelsKubeconfigSecretRef: 2 object(s) of models on this cluster still "
+        "connect with it; keep it until those LLMInferences are deleted\n"
+    )
