@@ -106,6 +106,13 @@ def copy_here(suite: str, into: Path) -> tuple[Path, list[str]]:
         why = NOT_HERE.get((suite, step["name"]))
         if why:
             said.append(f"{suite}: step {step['name']}: {why}")
+            # Its deletes stay: they undo what earlier steps applied (local's autoscaling
+            # step deletes the simulated models before disable-vllm takes their cluster's
+            # vLLM away).
+            deletes = [op for op in step["try"] if "delete" in op]
+            if deletes:
+                said.append(f"{suite}: step {step['name']}: its deletes run")
+                kept.append(step | {"try": deletes})
             continue
         ops = []
         for op in step["try"]:
