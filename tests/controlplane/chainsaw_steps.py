@@ -111,7 +111,7 @@ def copy_here(suite: str, into: Path) -> tuple[Path, list[str]]:
             # vLLM away).
             deletes = [op for op in step["try"] if "delete" in op]
             if deletes:
-                said.append(f"{suite}: step {step['name']}: its deletes run")
+                said.append(f"{suite}: step {step['name']}: only its deletes run")
                 kept.append(step | {"try": deletes})
             continue
         ops = []

@@ -204,5 +204,6 @@ def test_dropping_the_models_kubeconfig_while_models_use_it_is_refused(tmp_path:
     assert res.stderr == (
         "dot-inference: InferenceCluster a-team/inference-existing: "
         "spec.parameters.modelsKubeconfigSecretRef: 2 object(s) of models on this cluster still "
-        "connect with it; keep it until those LLMInferences are deleted\n"
+        "connect with it; set it again (the Secret with the kubeconfig of "
+        "dot-inference-system/dot-inference-models) until those LLMInferences are deleted\n"
     )
