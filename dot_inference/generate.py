@@ -161,6 +161,7 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     """{path: text} of the Phase 1 manifests, composed by the function from each claim with
     the engine image the generated Composition pins."""
     from function.compose import compose
+    from function.keys import CACHE
     from function.outcome import Inputs
 
     composition = yaml.safe_load(files["package/llminference/composition.yaml"])
@@ -169,6 +170,12 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     for target, claim_path in PLAIN_MANIFESTS.items():
         claim = yaml.safe_load((root / claim_path).read_text())
         outcome = compose(Inputs(xr=claim, engine_image=image))
+        if outcome.fatal:
+            raise GenerateError(f"{claim_path}: {outcome.fatal}")
+        # The runtime mounts the cache claim once it exists (function/backends/
+        # production_stack.py): here it does, applied with it and listed before it.
+        claim_made = {CACHE: outcome.resources[CACHE]} if CACHE in outcome.resources else {}
+        outcome = compose(Inputs(xr=claim, engine_image=image, observed=claim_made))
         if outcome.fatal:
             raise GenerateError(f"{claim_path}: {outcome.fatal}")
         docs = list(outcome.resources.values())

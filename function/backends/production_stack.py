@@ -41,7 +41,7 @@ from function.cluster.target import dig
 from function.keys import CACHE, RUNTIME, SCALER
 from function.outcome import Outcome, observed_manifest
 from function.plan import storage
-from function.policy import engine_args
+from function.policy import engine_args, ownership
 from function.policy.engine import planned_max_model_len, vllm_args
 
 # Ready means serving: at least one engine replica passed its /health readiness probe.
@@ -88,7 +88,8 @@ def vllm_runtime(
     - the labels never change (`labels`);
     - `cache` (size, storage class) mounts the model cache claim, named after the runtime as
       the controller expects, at /data; the size must be the claim's current size (the
-      controller rewrites the claim when they differ, which the API server refuses);
+      controller rewrites the claim when they differ, which the API server refuses). None
+      (no `storageConfig`) until that claim exists: the controller would make its own;
     - `replicas` 0 while the model downloads: the Deployment exists, no pod starts; None
       when KEDA owns the count (autoscaling): the field is left out, so the apply never
       takes it back from the autoscaler (`omit_replicas`);
@@ -129,7 +130,8 @@ def vllm_runtime(
         vllm_config["tensorParallelSize"] = tp
     if extra_args:
         vllm_config["extraArgs"] = list(extra_args)
-    env = [*(CACHE_ENV if cache else ()), *env]
+    # The engine's caches are on the claim's mount path, whether or not it is mounted yet.
+    env = [*CACHE_ENV, *env]
     if env:
         vllm_config["env"] = [{"name": k, "value": v} for k, v in env]
     deployment: dict[str, Any] = {
@@ -233,6 +235,17 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     )
     # An engine that already started keeps serving its model until the new one is cached.
     holding = not fetch.done and isinstance(started, int) and started >= 1
+    # The runtime's storage only once our claim exists. With storage on and no claim of the
+    # runtime's name, the operator makes one with the runtime as its controller
+    # (`pvcForVLLMRuntime`, vllmruntime_controller.go at the pin), which Crossplane can then
+    # never own (an object has one controller) and provider-kubernetes finds foreign: the
+    # runtime and the claim are applied in one pass, in no set order, so it is a race.
+    observed_claim = inputs.observed.get(CACHE + target.suffix)
+    claimed = (
+        ownership.made(observed_claim, ownership.owner(spec.namespace, spec.name))
+        if remote
+        else observed_claim is not None
+    )
     env = list(plan.env) + list(spec.engine.env)
     if spec.api_key_secret is not None:
         # The engine's one Secret-sourced variable then holds the API key, not the Hugging
@@ -265,11 +278,11 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         node_selector=target.node_selector,
         tolerations=target.tolerations or None,
         # The claim's size as it is now: the controller rewrites a claim whose size differs.
-        cache=(storage.quantity(claim_gib or cache.size_gib), class_name),
+        cache=(storage.quantity(claim_gib or cache.size_gib), class_name) if claimed else None,
         cache_access_mode=layout.access_mode,
         # No pod until the weights are in the cache; then the fixed count, or none written
         # when KEDA owns it.
-        replicas=0 if not fetch.done else (None if count.autoscaled else count.low),
+        replicas=0 if not (fetch.done and claimed) else (None if count.autoscaled else count.low),
         runtime_class=target.runtime_class,
         lmcache_config=offload.config if offload else None,
     )

@@ -95,6 +95,17 @@ def remote(observed_object: Mapping[str, Any] | None, claim_owner: str) -> Remot
     return Remote("probing")
 
 
+def made(observed_object: Mapping[str, Any] | None, claim_owner: str) -> bool:
+    """Whether the manifest of an observed Object exists on its cluster and is this claim's:
+    the provider has read it back (`status.atProvider.manifest`) carrying `claim_owner`. The
+    desired manifest in `spec` says nothing of that: the Object may still be looking."""
+    found = dig(observed_object, "status", "atProvider", "manifest")
+    return (
+        isinstance(found, Mapping)
+        and dig(found, "metadata", "annotations", OWNER_ANNOTATION) == claim_owner
+    )
+
+
 def controller(found: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller owner reference of an object, or None."""
     refs = dig(found, "metadata", "ownerReferences")

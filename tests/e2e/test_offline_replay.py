@@ -21,6 +21,10 @@ How the offline cluster renders (``OfflineCluster.view``), as Crossplane would r
   the InferenceClusters' labels, a fleet's ``globalEndpoint`` cluster, the namespace's
   LLMInferences and the clusters' ledger Usages), again and again until no render's inputs
   change (at most ``MAX_ROUNDS``).
+* What an XR composed is what it observes on its next render (``as_observed``), as Crossplane
+  observes what it applied: a claim whose model cache claim exists mounts it (the
+  production-stack runtime's storage waits for it), and a provider-kubernetes ``Object``
+  carries the status its provider writes, on a target that holds nothing of ours at first.
 * An XR an XR composes (a fleet's placements: one LLMInference per cluster) is an XR too: it
   is rendered in the same state, its composed objects are the cluster's, and it is what its
   parent observes of it (with that status) on the parent's next render. A new state (after a
@@ -67,6 +71,7 @@ import pytest
 from conftest import merge_patch, parse_yaml, parse_yaml_all
 
 from dot_inference.crossplane import documents, render
+from function.policy import ownership
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "tests" / "e2e"
@@ -330,6 +335,30 @@ def _digest(xr: dict[str, Any], required: list[Any], observed: list[Any]) -> str
     ).hexdigest()
 
 
+def as_observed(composed: dict[str, Any]) -> dict[str, Any]:
+    """What Crossplane observes, on the next reconcile, of a resource it composed: the resource
+    as applied; a provider-kubernetes Object with the status the provider writes, its target
+    holding nothing of ours at first (an observe-only Object finds its manifest absent; one
+    that manages it has created it)."""
+    out = copy.deepcopy(composed)
+    if not (
+        str(out.get("apiVersion", "")).startswith(f"{PROVIDER_KUBERNETES}/")
+        and out.get("kind") == "Object"
+    ):
+        return out
+    spec = out.get("spec") or {}
+    if spec.get("managementPolicies") == ownership.PROBE_POLICIES:
+        out["status"] = {
+            "conditions": [
+                {"type": "Synced", "status": "False", "message": ownership.ABSENT_MESSAGE}
+            ]
+        }
+    else:
+        manifest = (spec.get("forProvider") or {}).get("manifest")
+        out["status"] = {"atProvider": {"manifest": copy.deepcopy(manifest)}}
+    return out
+
+
 class OfflineCluster:
     def __init__(self) -> None:
         self.applied: dict[Key, dict[str, Any]] = {}
@@ -436,6 +465,11 @@ class OfflineCluster:
             for k, xr in xrs.items():
                 theirs = [u for o, us in entries.items() if o != k for u in us]
                 observed = [live[c] for c, (parent, _) in composed.items() if parent == k]
+                observed += [
+                    as_observed(c)
+                    for c in (results[k].composed if k in results else [])
+                    if not is_xr(c)
+                ]
                 required = others + list(live.values()) + theirs
                 now[k] = _digest(xr, required, observed)
                 fresh[k] = self._render(xr, required, observed, now[k])

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, by_base, engine_image, load_yaml
 
+from dot_inference import production_stack_operator as operator
 from dot_inference.production_stack_operator import pvc_needs_update
 from function.compose import compose
 from function.keys import CACHE, FETCH, RUNTIME
@@ -184,7 +185,8 @@ def test_timings_follow_the_weights_and_the_storage() -> None:
     ids=["qwen", "kimi", "bge"],
 )
 def test_runtime_cache_and_job_fit_together(xr: dict[str, Any]) -> None:
-    out = run(xr)
+    first = run(xr)
+    out = run(xr, observed={CACHE: first.resources[CACHE]})  # the claim exists
     assert out.fatal is None
     runtime, pvc = out.resources[RUNTIME], out.resources[CACHE]
     job = out.resources[fetch_key(out)]
@@ -227,6 +229,41 @@ def test_kimi_weights_go_to_a_volume_that_holds_them() -> None:
     out = run(claim(model="moonshotai/Kimi-K2.5", gpu=8))
     size = storage.parse_gib(out.resources[CACHE]["spec"]["resources"]["requests"]["storage"])
     assert size is not None and size * 1024**3 > 595e9, "the 595 GB checkpoint fits the cache"
+
+
+CLAIM_RACE = [
+    # (name, observed: claim exists, download done) -> storage on, replicas
+    ("nothing yet", (False, False), (False, 0)),
+    ("the claim exists, downloading", (True, False), (True, 0)),
+    ("download done, the claim not observed", (False, True), (False, 0)),
+    ("the claim exists, download done", (True, True), (True, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"), [c[1:] for c in CLAIM_RACE], ids=[c[0] for c in CLAIM_RACE]
+)
+def test_the_runtime_mounts_the_claim_only_once_it_exists(
+    observed: tuple[bool, bool], expected: tuple[bool, int]
+) -> None:
+    """With storage on and no claim of its name, the production-stack controller makes one
+    controlled by the runtime (pvcForVLLMRuntime at the pin), which Crossplane can then never
+    own; Crossplane applies the claim and the runtime in one pass in no set order. So the
+    runtime has no storageConfig (and no pod) until our claim exists."""
+    xr = claim(model="Qwen/Qwen2.5-1.5B-Instruct")
+    first = run(xr)
+    state: dict[str, Any] = {}
+    if observed[0]:
+        state[CACHE] = first.resources[CACHE]
+    if observed[1]:
+        state[fetch_key(first)] = {"status": {"succeeded": 1}}
+    out = run(xr, observed=state)
+    assert out.fatal is None, out.fatal
+    runtime = out.resources[RUNTIME]["spec"]
+    assert ("storageConfig" in runtime) is expected[0]
+    assert runtime["deploymentConfig"]["replicas"] == expected[1]
+    # What the operator would make of it (its model): no claim of its own while ours is missing.
+    assert (operator.pvc_for(out.resources[RUNTIME]) is not None) is expected[0]
 
 
 def test_the_engine_starts_when_the_model_is_cached() -> None:

@@ -364,8 +364,14 @@ def _run(xr: dict[str, Any], cluster: dict[str, Any], observed: dict | None = No
 
 
 def _fetched(out: Outcome) -> dict[str, Any]:
+    """The download Job succeeded, and the cache claim it wrote to exists."""
     key = next(k for k in out.resources if k.startswith(FETCH))
-    return {key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}}}
+    claim = next(k for k in out.resources if k.startswith(CACHE))
+    made = out.resources[claim]["spec"]["forProvider"]["manifest"]
+    return {
+        key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}},
+        claim: {"status": {"atProvider": {"manifest": made}}},
+    }
 
 
 COUNTS = [
@@ -448,7 +454,8 @@ def test_a_new_download_beside_a_running_engine_goes_to_its_node() -> None:
     running["status"] = {"atProvider": {"manifest": manifest}}
     moved = copy.deepcopy(xr)
     moved["spec"]["parameters"]["engine"] = {"revision": "0123456789abcdef0123456789abcdef01234567"}
-    holding = _run(moved, cluster, {runtime_key: running})
+    claim_key = next(k for k in done.resources if k.startswith(CACHE))
+    holding = _run(moved, cluster, {runtime_key: running, claim_key: _fetched(first)[claim_key]})
     assert holding.fatal is None, holding.fatal
     objects = unwrap(list(holding.resources.values()))
     job = next(o for o in objects if o["kind"] == "Job")

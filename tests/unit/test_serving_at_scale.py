@@ -26,7 +26,7 @@ from dot_inference.apiserver import validate_objects
 from function.cluster import ledger
 from function.cluster.peers import REQUIREMENT as PEERS
 from function.compose import compose
-from function.keys import FETCH, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
+from function.keys import CACHE, FETCH, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
 from function.outcome import Inputs, Outcome
 from function.policy import simulator_cli as simulator
 
@@ -102,9 +102,14 @@ def cond(out: Outcome, typ: str) -> tuple[str, str, str]:
 
 
 def fetched(out: Outcome) -> dict[str, Any]:
-    """What a finished download looks like to the next reconcile."""
+    """What a finished download looks like to the next reconcile: the Job succeeded, and the
+    cache claim it wrote to exists."""
     key = next(k for k in out.resources if k.startswith(FETCH))
-    return {key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}}}
+    claim = next(k for k in out.resources if _base(k) == CACHE)
+    return {
+        key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}},
+        claim: {"status": {"atProvider": {"manifest": manifest(out, CACHE)}}},
+    }
 
 
 def valid(out: Outcome) -> None:
@@ -754,3 +759,31 @@ def test_an_autoscaled_model_keeps_keda_installed() -> None:
         "the cluster's own models: its program keeps KEDA while they autoscale"
     )
     valid(out)
+
+
+REMOTE_CLAIM = [
+    # (name, what the cache claim's Object reports) -> the runtime mounts it
+    ("still looking", {}, False),
+    ("absent", {"conditions": [{"type": "Synced", "status": "False"}]}, False),
+    ("made, this claim's", "ours", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("reported", "mounted"), [c[1:] for c in REMOTE_CLAIM], ids=[c[0] for c in REMOTE_CLAIM]
+)
+def test_a_remote_runtime_mounts_its_claim_once_the_provider_made_it(
+    reported: Any, mounted: bool
+) -> None:
+    """On another cluster the claim exists once provider-kubernetes reads it back: the desired
+    manifest in the Object's spec is no sign of it (the Object may still be looking), and
+    the operator would make a claim of its own meanwhile."""
+    xr = claim()
+    first = run(xr)
+    key, obj = by_key(first, CACHE)
+    status = (
+        {"atProvider": {"manifest": manifest(first, CACHE)}} if reported == "ours" else reported
+    )
+    out = run(xr, observed={key: {**copy.deepcopy(obj), "status": status}})
+    assert out.fatal is None, out.fatal
+    assert ("storageConfig" in manifest(out, RUNTIME)["spec"]) is mounted
