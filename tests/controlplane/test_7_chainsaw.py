@@ -1,8 +1,4 @@
-"""Not collected yet (issue 37: docs/control-plane.md, "Written, not yet in the suite"):
-run it by name, `pytest tests/controlplane/chainsaw_steps.py`, once it passes whole it
-becomes test_7.
-
-The chainsaw suites of tests/e2e, run on the plane by chainsaw itself (built from its module
+"""The chainsaw suites of tests/e2e, run on the plane by chainsaw itself (built from its module
 at devbox.json's release, `chainsaw` in dot_inference/controlplane/build.py).
 
 Every step runs that needs none of what the plane lacks: an HTTP data plane (kwok runs no
@@ -50,9 +46,6 @@ NOT_HERE: dict[tuple[str, ...], str] = {
     ("local", "simulated-models", "09-assert-simulated-ready.yaml"): CHARTS.format(
         "the simulated models are Ready when the router (a chart) routes to them"
     ),
-    ("local", "disable-vllm", "06-error-vllm-removed.yaml"): CHARTS.format(
-        "the chart's operator Deployment is removed by provider-helm's uninstall"
-    ),
     ("llmd-local", "ready"): CHARTS.format("the Gateway is programmed by agentgateway"),
     ("llmd-local", "model", "05-assert-model-ready.yaml"): CHARTS.format(
         "the model's HTTPRoute is accepted by agentgateway"
@@ -68,6 +61,7 @@ NOT_HERE: dict[tuple[str, ...], str] = {
             "fleet-model",
             "through-the-global-endpoint",
             "lose-a-cluster",
+            "models-gone",
         )
     },
     **{
@@ -102,14 +96,15 @@ def copy_here(suite: str, into: Path) -> tuple[Path, list[str]]:
     what was left out and why."""
     test = yaml.safe_load((E2E / suite / "chainsaw-test.yaml").read_text())
     kept, said = [], []
+    applied: set[str] = set()
     for step in test["spec"]["steps"]:
         why = NOT_HERE.get((suite, step["name"]))
         if why:
             said.append(f"{suite}: step {step['name']}: {why}")
-            # Its deletes stay: they undo what earlier steps applied (local's autoscaling
-            # step deletes the simulated models before disable-vllm takes their cluster's
-            # vLLM away).
-            deletes = [op for op in step["try"] if "delete" in op]
+            # Its deletes of what a step that ran applied stay: they undo it (local's
+            # autoscaling step deletes the simulated models before disable-vllm takes their
+            # cluster's vLLM away).
+            deletes = [op for op in step["try"] if "delete" in op and _files(op) <= applied]
             if deletes:
                 said.append(f"{suite}: step {step['name']}: only its deletes run")
                 kept.append(step | {"try": deletes})
@@ -130,6 +125,8 @@ def copy_here(suite: str, into: Path) -> tuple[Path, list[str]]:
                 )
             else:
                 ops.append(op)
+                if "apply" in op or "create" in op:
+                    applied |= _files(op)
         kept.append(step | {"try": ops})
     test["spec"]["steps"] = kept
     folder = into / suite

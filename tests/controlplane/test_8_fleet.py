@@ -1,8 +1,4 @@
-"""Not collected yet (issue 37: docs/control-plane.md, "Written, not yet in the suite"):
-run it by name, `pytest tests/controlplane/fleet_placement.py`; llm-spillover's child does
-not serve yet.
-
-Placement and spread on the plane: the fleet examples (examples/llm-placed.yaml,
+"""Placement and spread on the plane: the fleet examples (examples/llm-placed.yaml,
 llm-two-regions.yaml, llm-spillover.yaml) place their children on a fleet of two `existing`
 clusters that are the plane itself, in two regions (the label
 inference.devopstoolkit.ai/region), with the control plane's own cluster as the global
@@ -87,7 +83,7 @@ def _deployed_by_the_suite(kube: Kube) -> int:
                     "state": "deployed",
                     "revision": 1,
                     "releaseDescription": "marked deployed by the suite: provider-helm is "
-                    "not run on this plane (tests/controlplane/fleet_placement.py)",
+                    "not run on this plane (tests/controlplane/test_8_fleet.py)",
                 },
                 "conditions": [
                     {"type": t, "status": "True", "reason": r, "lastTransitionTime": now}
@@ -142,11 +138,19 @@ def fleet(plane: Plane, kube: Kube) -> Any:
         )
 
     until(ready, WITHIN, "the fleet's clusters Ready (their Releases marked deployed)", 2)
-    claims = [_in_ns(_example(f)) for f in FLEET_EXAMPLES]
-    for claim in claims:
-        kube.apply(claim)
-    yield claims
-    remove(kube, claims + clusters)
+    yield clusters
+    remove(kube, clusters)
+
+
+@pytest.fixture
+def applied(fleet: list[dict[str, Any]], kube: Kube, file: str) -> Any:
+    """The example `file` in the fleet's namespace, alone: llm-two-regions and llm-spillover
+    serve the same model, which one namespace's router on one cluster routes by name, so the
+    function refuses the second on a cluster the first is on (as it would for a user)."""
+    claim = _in_ns(_example(file))
+    kube.apply(claim)
+    yield claim
+    remove(kube, [claim])
 
 
 def _children(kube: Kube, claim: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,9 +180,9 @@ def _serves_on_h100(kube: Kube, name: str) -> None:
 
 @pytest.mark.parametrize("file", FLEET_EXAMPLES)
 def test_the_fleet_example_is_placed_and_serves(
-    file: str, fleet: list[dict[str, Any]], kube: Kube
+    file: str, applied: dict[str, Any], kube: Kube
 ) -> None:
-    claim = next(c for c in fleet if c["metadata"]["name"] == _example(file)["metadata"]["name"])
+    claim = applied
     name = claim["metadata"]["name"]
     placement = claim["spec"]["parameters"].get("placement")
     if placement is None:
