@@ -147,11 +147,34 @@ def _create_world(kube: Kube, world: list[dict[str, Any]]) -> list[dict[str, Any
         ns = body["metadata"].get("namespace")
         if ns:
             _prepare(kube, ns)
-        kube.apply(body)
+        live = kube.apply(body)
+        _only_its_labels(kube, body, live)
         if status:
             kube.patch_status(body, _stamped(status))
         made.append(body)
     return made
+
+
+def _only_its_labels(kube: Kube, body: dict[str, Any], live: dict[str, Any]) -> None:
+    """The labels the case gives an object and no others. An object that outlives the earlier
+    checks (agentgateway-system, kept when the cluster that made it is deleted) keeps the
+    labels another writer set, and an apply that omits them leaves them: a case's unlabelled
+    namespace would still name an owner."""
+    meta = body["metadata"]
+    wanted = meta.get("labels") or {}
+    extra = {
+        k: None
+        for k in ((live.get("metadata") or {}).get("labels") or {})
+        if k not in wanted and not k.startswith("kubernetes.io/")
+    }
+    if extra:
+        kube.patch(
+            body["apiVersion"],
+            body["kind"],
+            meta["name"],
+            meta.get("namespace"),
+            {"metadata": {"labels": extra}},
+        )
 
 
 def _owner(
