@@ -132,9 +132,12 @@ def _bare(meta: dict[str, Any]) -> None:
         meta.pop(key, None)
 
 
-def _create_world(kube: Kube, world: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _create_world(
+    kube: Kube, world: list[dict[str, Any]], kept: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Create the case's objects; an XR (and anything with a status) paused, its status
-    patched in. Usages last: they need what they name."""
+    patched in. Usages last: they need what they name. What existed before is added to `kept`
+    as it was."""
     made: list[dict[str, Any]] = []
     for obj in sorted(world, key=lambda o: o.get("kind") == "Usage"):
         status = obj.get("status")
@@ -147,6 +150,9 @@ def _create_world(kube: Kube, world: list[dict[str, Any]]) -> list[dict[str, Any
         ns = body["metadata"].get("namespace")
         if ns:
             _prepare(kube, ns)
+        before = kube.get(body["apiVersion"], body["kind"], body["metadata"]["name"], ns)
+        if before is not None:
+            kept.append(before)
         live = kube.apply(body)
         _only_its_labels(kube, body, live)
         if status:
@@ -220,7 +226,8 @@ def test_the_pipeline_refuses_with_the_catalogue_s_message(
     kind, meta = xr["kind"], xr["metadata"]
     _prepare(kube, meta["namespace"])
     world = harness.world(case)
-    made = _create_world(kube, world)
+    kept: list[dict[str, Any]] = []
+    made = _create_world(kube, world, kept)
     if any((o.get("metadata") or {}).get("creationTimestamp") for o in world):
         # The case says that what it holds came first; the API server stamps creation in
         # whole seconds, so the claim comes a second later.
@@ -239,3 +246,17 @@ def test_the_pipeline_refuses_with_the_catalogue_s_message(
         assert not refs, f"a refused claim composes nothing: {refs}"
     finally:
         remove(kube, [xr, *made], 90)
+        for before in kept:  # the labels it had (a namespace stays)
+            meta = before["metadata"]
+            live = kube.get(
+                before["apiVersion"], before["kind"], meta["name"], meta.get("namespace")
+            )
+            if live is not None:
+                _only_its_labels(kube, before, live)
+                kube.patch(
+                    before["apiVersion"],
+                    before["kind"],
+                    meta["name"],
+                    meta.get("namespace"),
+                    {"metadata": {"labels": meta.get("labels") or {}}},
+                )
