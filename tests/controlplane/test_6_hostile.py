@@ -162,24 +162,22 @@ def _create_world(
 
 
 def _only_its_labels(kube: Kube, body: dict[str, Any], live: dict[str, Any]) -> None:
-    """The labels the case gives an object and no others. An object that outlives the earlier
-    checks (agentgateway-system, kept when the cluster that made it is deleted) keeps the
-    labels another writer set, and an apply that omits them leaves them: a case's unlabelled
-    namespace would still name an owner."""
+    """The labels `body` gives the object and no others, in one merge patch. An object that
+    outlives the earlier checks (agentgateway-system, kept when the cluster that made it is
+    deleted) keeps the labels another writer set, and an apply that omits them leaves them: a
+    case's unlabelled namespace would still name an owner."""
     meta = body["metadata"]
     wanted = meta.get("labels") or {}
-    extra = {
-        k: None
-        for k in ((live.get("metadata") or {}).get("labels") or {})
-        if k not in wanted and not k.startswith("kubernetes.io/")
-    }
-    if extra:
+    found = (live.get("metadata") or {}).get("labels") or {}
+    patch = {k: None for k in found if k not in wanted and not k.startswith("kubernetes.io/")}
+    patch |= {k: v for k, v in wanted.items() if found.get(k) != v}
+    if patch:
         kube.patch(
             body["apiVersion"],
             body["kind"],
             meta["name"],
             meta.get("namespace"),
-            {"metadata": {"labels": extra}},
+            {"metadata": {"labels": patch}},
         )
 
 
@@ -253,10 +251,3 @@ def test_the_pipeline_refuses_with_the_catalogue_s_message(
             )
             if live is not None:
                 _only_its_labels(kube, before, live)
-                kube.patch(
-                    before["apiVersion"],
-                    before["kind"],
-                    meta["name"],
-                    meta.get("namespace"),
-                    {"metadata": {"labels": meta.get("labels") or {}}},
-                )
