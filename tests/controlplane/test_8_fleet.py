@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from applied_examples import DOCS, existing_secrets
 from conftest import XR_API, remove, until
 
 from dot_inference.controlplane import install
-from dot_inference.controlplane.kube import Kube, KubeError, condition, is_true
+from dot_inference.controlplane.kube import Kube, KubeError, condition, is_true, wait
 from dot_inference.controlplane.plane import Plane
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,14 +163,72 @@ def _children(kube: Kube, claim: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _state(kube: Kube, name: str) -> str:
+    """What a person looks at when `name` does not serve: its conditions, its engine's pods
+    and where they are stuck, and the H100 nodes' free GPUs."""
+    xr = kube.get(XR_API, "LLMInference", name, NS) or {}
+    lines = [
+        f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message', '')}"
+        for c in (xr.get("status") or {}).get("conditions") or []
+    ]
+    for pod in kube.list("v1", "Pod", NS, selector=f"app={name}"):
+        status = pod.get("status") or {}
+        why = [
+            f"{c.get('type')}={c.get('status')} {c.get('message', '')}"
+            for c in status.get("conditions") or []
+            if c.get("status") != "True"
+        ]
+        lines.append(
+            f"  pod {pod['metadata']['name']} {status.get('phase')} on "
+            f"{pod['spec'].get('nodeName')} {'; '.join(why)}"
+        )
+    gpu_pods: dict[str, int] = {}
+    for pod in kube.list("v1", "Pod"):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        node = pod["spec"].get("nodeName")
+        for c in pod["spec"].get("containers") or []:
+            asked = ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
+            if node and asked:
+                gpu_pods[node] = gpu_pods.get(node, 0) + int(asked)
+    for node in kube.list("v1", "Node"):
+        labels = node["metadata"].get("labels") or {}
+        if labels.get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3":
+            n = node["metadata"]["name"]
+            has = (node.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu")
+            ready = condition(node, "Ready") or {}
+            taints = [t.get("key") for t in node["spec"].get("taints") or []]
+            lines.append(
+                f"  node {n}: {gpu_pods.get(n, 0)} of {has} GPU(s) taken, Ready="
+                f"{ready.get('status')}, unschedulable={node['spec'].get('unschedulable')}, "
+                f"taints={taints}"
+            )
+    # What provider-kubernetes reads back from the cluster for the model (its Objects).
+    for obj in kube.list("kubernetes.m.crossplane.io/v1alpha1", "Object", NS):
+        if obj["metadata"]["name"].startswith(name):
+            manifest = ((obj.get("status") or {}).get("atProvider") or {}).get("manifest") or {}
+            said = [
+                f"{c.get('type')}={c.get('status')} {c.get('message', '')}".strip()
+                for c in (obj.get("status") or {}).get("conditions") or []
+            ]
+            lines.append(
+                f"  Object {obj['metadata']['name']} ({manifest.get('kind')}): {'; '.join(said)}"
+                f"; status {json.dumps(manifest.get('status'))[:300]}"
+            )
+    return "\n".join(lines)
+
+
 def _serves_on_h100(kube: Kube, name: str) -> None:
     """`name` serves, its engine's pods Running on the H100 nodes its cluster selects."""
-    until(
-        lambda: is_true(kube.get(XR_API, "LLMInference", name, NS), "Serving"),
-        WITHIN,
-        f"{name} serving on its cluster",
-        2,
-    )
+    try:
+        wait(
+            lambda: is_true(kube.get(XR_API, "LLMInference", name, NS), "Serving"),
+            WITHIN,
+            f"{name} serving on its cluster",
+            2,
+        )
+    except TimeoutError as err:
+        pytest.fail(f"{err}\n{_state(kube, name)}")
     pods = kube.list("v1", "Pod", NS, selector=f"app={name}")
     running = [p for p in pods if p["status"].get("phase") == "Running"]
     assert running, f"{name}: no engine pod Running"
