@@ -19,6 +19,7 @@ import argparse
 import datetime
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +100,31 @@ def reconcile(kube: Kube, runtime: dict[str, Any]) -> None:
         log(f"status of {ns}/{name}: {status['modelStatus']}")
 
 
+def reconcile_all(kube: Kube) -> None:
+    """One pass over every VLLMRuntime. One object's error never stops the pass: it is logged
+    with where it happened, and every other runtime is still served."""
+    try:
+        runtimes = kube.list(API, KIND)
+    except (KubeError, OSError) as err:
+        log(f"listing VLLMRuntimes: {err}")
+        return
+    for runtime in runtimes:
+        meta = runtime.get("metadata") or {}
+        try:
+            reconcile(kube, runtime)
+        except KubeError as err:
+            log(f"{meta.get('name')}: {err.message}")
+        except Exception as err:
+            where = traceback.extract_tb(err.__traceback__)[-1]
+            log(
+                f"{meta.get('namespace')}/{meta.get('name')}: {type(err).__name__}: {err} "
+                f"({where.filename}:{where.lineno})"
+            )
+
+
 def run(kube: Kube, interval: float) -> None:
     while True:
-        try:
-            for runtime in kube.list(API, KIND):
-                try:
-                    reconcile(kube, runtime)
-                except KubeError as err:
-                    log(f"{runtime['metadata']['name']}: {err.message}")
-        except (KubeError, OSError) as err:
-            log(f"listing VLLMRuntimes: {err}")
+        reconcile_all(kube)
         time.sleep(interval)
 
 

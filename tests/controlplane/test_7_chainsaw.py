@@ -196,13 +196,17 @@ def test_the_suite_s_steps_that_can_run_here_pass(
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": f"{kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    # Bounded: on the plane, composition takes seconds and deletion no cloud's minutes.
+    # Bounded: on the plane, composition takes seconds and deletion no cloud's minutes. A
+    # cluster's deletion goes app by app (its Usages) and took over 5 minutes on a loaded
+    # machine; a cleanup cut short then deletes the test's namespace under provider-
+    # kubernetes' Objects, which can never finish (each must write a ProviderConfigUsage in that
+    # namespace: "forbidden ... because it is being terminated"), so deletes get 10.
     timeouts = {
         "apply": "1m",
         "assert": "3m",
         "error": "2m",
-        "delete": "5m",
-        "cleanup": "5m",
+        "delete": "10m",
+        "cleanup": "10m",
         "exec": "2m",
     }
     argv = [

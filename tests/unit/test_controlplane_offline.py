@@ -27,3 +27,35 @@ def test_up_without_go_says_what_it_needs(
     monkeypatch.setattr(plane.shutil, "which", lambda _: None)
     assert plane.main(["up"]) == 1
     assert "no `go` on PATH" in capsys.readouterr().err
+
+
+class _OneBadRuntime:
+    """A plane with two VLLMRuntimes, the first of which the model cannot reconcile."""
+
+    def __init__(self) -> None:
+        self.reconciled: list[str] = []
+
+    def list(self, api: str, kind: str) -> list[dict]:
+        return [
+            {"metadata": {"name": "odd", "namespace": "a"}, "spec": None},
+            {"metadata": {"name": "fine", "namespace": "a"}, "spec": {}},
+        ]
+
+
+def test_one_runtime_the_operator_model_cannot_reconcile_never_stops_the_others(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dot_inference.controlplane import operator_model
+
+    kube = _OneBadRuntime()
+
+    def reconcile(_: object, runtime: dict) -> None:
+        if runtime["spec"] is None:
+            raise TypeError("'NoneType' object is not subscriptable")
+        kube.reconciled.append(runtime["metadata"]["name"])
+
+    monkeypatch.setattr(operator_model, "reconcile", reconcile)
+    operator_model.reconcile_all(kube)  # type: ignore[arg-type]
+    assert kube.reconciled == ["fine"]
+    said = capsys.readouterr()
+    assert "a/odd: TypeError: 'NoneType' object is not subscriptable" in said.out + said.err
