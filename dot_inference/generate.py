@@ -45,7 +45,12 @@ class GenerateError(Exception):
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the inline KCL program) as readable `|` blocks."""
+    """Multi-line strings (the inline KCL program) as readable `|` blocks; an object written
+    twice (a pod template's labels) is written out twice, as a person writes it, never as a
+    PyYAML anchor and alias."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -161,7 +166,6 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     """{path: text} of the Phase 1 manifests, composed by the function from each claim with
     the engine image the generated Composition pins."""
     from function.compose import compose
-    from function.keys import CACHE
     from function.outcome import Inputs
 
     composition = yaml.safe_load(files["package/llminference/composition.yaml"])
@@ -169,18 +173,15 @@ def plain_manifests(root: Path, files: dict[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for target, claim_path in PLAIN_MANIFESTS.items():
         claim = yaml.safe_load((root / claim_path).read_text())
-        outcome = compose(Inputs(xr=claim, engine_image=image))
-        if outcome.fatal:
-            raise GenerateError(f"{claim_path}: {outcome.fatal}")
-        # The runtime mounts the cache claim once it exists (function/backends/
-        # production_stack.py): here it does, applied with it and listed before it.
-        claim_made = {CACHE: outcome.resources[CACHE]} if CACHE in outcome.resources else {}
-        outcome = compose(Inputs(xr=claim, engine_image=image, observed=claim_made))
+        # Applied alone: the engine runs as the claim asks and downloads the weights into its
+        # cache claim itself (Inputs.standalone).
+        outcome = compose(Inputs(xr=claim, engine_image=image, standalone=True))
         if outcome.fatal:
             raise GenerateError(f"{claim_path}: {outcome.fatal}")
         docs = list(outcome.resources.values())
         header = (
             f"# Plain manifests for `kubectl apply` (no Crossplane), composed from {claim_path}.\n"
+            "# The engine downloads the weights into its cache claim at first start.\n"
         )
         out[target] = header + _dump(docs)
     return out
@@ -203,6 +204,7 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
     "examples/state/llm-deepseek-v3-multinode.yaml": ("examples/cluster-multinode.yaml",),
     "examples/state/llm-qwen3-moe.yaml": ("examples/cluster-aws.yaml",),
     "examples/state/llm-llmd.yaml": ("examples/cluster-llmd.yaml",),
+    "examples/state/llm-secret-env.yaml": ("examples/cluster-llmd.yaml",),
     "examples/state/llm-disaggregated.yaml": (
         "examples/cluster-llmd.yaml",
         "examples/llm-llmd.yaml",

@@ -36,7 +36,7 @@ from function.cluster.place import place_by_selector
 from function.cluster.resolve import models_beside, resolve_target
 from function.cluster.target import Target
 from function.fleet.pipeline import compose_fleet
-from function.model import catalog, sizing
+from function.model import catalog, node_fit, sizing
 from function.monitoring.checks import check_latency_target
 from function.monitoring.dashboard import compose_dashboard
 from function.outcome import Inputs, Outcome, created_at
@@ -165,6 +165,8 @@ def plan(where: Where, inputs: Inputs, out: Outcome) -> Sized:
     else:
         one = dataclasses.replace(target, lws=False) if spec.llmd else target
         facts, planned, source = plan_model(spec, one, inputs, out)
+    if spec.engine.shm_mib is not None:
+        planned, roles = shm(spec, planned, roles, out)
     out.warnings.extend(planned.warnings)
     if planned.host_capped:
         out.notes.append(f"engine requests lowered: {planned.host_capped}")
@@ -175,6 +177,25 @@ def plan(where: Where, inputs: Inputs, out: Outcome) -> Sized:
             "memory not checked"
         )
     return Sized(facts, planned, source, roles)
+
+
+def shm(
+    spec: LLMSpec, planned: sizing.Plan, roles: list[RolePlan], out: Outcome
+) -> tuple[sizing.Plan, list[RolePlan]]:
+    """engine.shm in place of the plan's /dev/shm (each side's, disaggregated), within what
+    the pod's memory holds."""
+    field = f"{P}.engine.shm"
+    if spec.engine.simulate:
+        out.warnings.append(f"{field}: not used with {P}.engine.simulate (no GPU to share)")
+        return planned, roles
+    assert spec.engine.shm_mib is not None
+    try:
+        return node_fit.with_shm(planned, spec.engine.shm_mib, field), [
+            dataclasses.replace(r, plan=node_fit.with_shm(r.plan, spec.engine.shm_mib, field))
+            for r in roles
+        ]
+    except node_fit.ShmError as e:
+        raise SpecError(field, spec.engine.shm_mib, str(e)) from None
 
 
 def engine_image(spec: LLMSpec, inputs: Inputs, out: Outcome) -> str | None:

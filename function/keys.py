@@ -18,6 +18,14 @@ HF_TOKEN = "hf-token"
 API_KEY = "api-key"
 
 
+# engine.env's Secret-sourced variables and engine.imagePullSecrets, copied to another cluster
+# (`<key>-<index>`).
+ENV_SECRET = "secret-env"
+
+
+PULL_SECRET = "secret-pull"
+
+
 CACHE = "model-cache"
 
 

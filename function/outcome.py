@@ -61,6 +61,10 @@ class Inputs:
     # What the Hub said of each adapter's adapter_config.json (spec.parameters.adapters),
     # by repository; empty: not asked (simulated, offline render, no adapters).
     adapter_hub: dict[str, HubAnswer] = field(default_factory=dict)
+    # Composed for `kubectl apply` alone (examples/manifests): no controller observes the
+    # download and raises the replicas after it, so the engine starts as the claim asks and
+    # downloads the weights into its cache claim itself.
+    standalone: bool = False
 
 
 def condition_true(obj: dict[str, Any] | None, typ: str = "Ready") -> bool:

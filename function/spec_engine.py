@@ -11,11 +11,21 @@ from typing import Any
 from function.limits import MAX_ENV, MAX_EXTRA_ARGS
 from function.policy import engine_args, vllm_cli
 from function.policy import simulator_cli as simulator
-from function.spec_fields import P, SpecError, boolean, short
+from function.spec_fields import (
+    DNS_SUBDOMAIN,
+    SECRET_KEY,
+    P,
+    SecretRef,
+    SpecError,
+    boolean,
+    short,
+)
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Hugging Face revision: a branch, tag or commit (no spaces, no path tricks).
 REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+# engine.shm: whole Mi or Gi, as the schema's pattern has it.
+SHM = re.compile(r"^([1-9][0-9]*)(Mi|Gi)$")
 # --kv-cache-dtype values vLLM 0.17.1 accepts on CUDA (vllm/config/cache.py CacheDType).
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
@@ -36,6 +46,13 @@ class EngineOverrides:
     revision: str | None = None
     # Run llm-d's inference simulator instead of vLLM (no GPU; extra_args go to it).
     simulate: bool = False
+    # engine.shm: the /dev/shm the claim asks for, in MiB (None: the plan's).
+    shm_mib: int | None = None
+    # engine.env items read from a Secret of the claim's namespace: (index in env, variable,
+    # Secret and key). Never a value: the pods read them.
+    secret_env: tuple[tuple[int, str, SecretRef], ...] = ()
+    # engine.imagePullSecrets: registry credentials of the claim's namespace, by name.
+    image_pull_secrets: tuple[str, ...] = ()
 
     @property
     def context(self) -> int | None:
@@ -91,18 +108,14 @@ def parse_engine(params: dict) -> EngineOverrides:
             env_items,
             f"{f}.env must be a list of at most {MAX_ENV} {{name, value}}",
         )
+    secret_env: list[tuple[int, str, SecretRef]] = []
+    checked: list[tuple[str, str]] = []  # every item, a Secret's as an empty value
     for i, item in enumerate(env_items):
         name = item.get("name") if isinstance(item, dict) else None
         value = item.get("value") if isinstance(item, dict) else None
         if isinstance(item, dict) and "valueFrom" in item:
-            raise SpecError(
-                f"{f}.env[{i}].valueFrom",
-                item.get("valueFrom"),
-                f"{f}.env[{i}].valueFrom: not offered; the pinned production-stack operator's "
-                "VLLMRuntime takes literal variables only (vllmConfig.env is name and value). "
-                f"Secrets reach the engine by reference: {P}.hfTokenSecretRef (Hugging Face), "
-                f"{P}.apiKeySecretRef (vLLM's API key)",
-            )
+            secret_env.append((i, name, _secret_key_ref(item, f"{f}.env[{i}]")))
+            value = ""  # checked below as a variable with no literal value
         if not isinstance(item, dict):
             raise SpecError(
                 f"{f}.env[{i}]",
@@ -123,11 +136,24 @@ def parse_engine(params: dict) -> EngineOverrides:
                 value,
                 f"{f}.env[{i}].value: {name} needs a string value (quote numbers and booleans)",
             )
-        env.append((name, value))
+        checked.append((name, value))
+        if "valueFrom" not in item:
+            env.append((name, value))
+    from_secrets = frozenset(i for i, _, _ in secret_env)
     simulate = boolean(engine, "simulate", f"{f}.simulate")
+    shm = engine.get("shm")
+    shm_match = SHM.match(shm) if isinstance(shm, str) else None
+    if shm is not None and shm_match is None:
+        raise SpecError(
+            f"{f}.shm",
+            shm,
+            f"{f}.shm: {short(shm)} is not a size; use whole Mi or Gi, e.g. 8Gi",
+        )
     if simulate:
         # extraArgs go to the inference simulator; the variables are checked as for vLLM.
-        found = simulator.problems(args) + engine_args.problems([], env, max_model_len_field=False)
+        found = simulator.problems(args) + engine_args.problems(
+            [], checked, max_model_len_field=False, from_secrets=from_secrets
+        )
         if image is not None:
             raise SpecError(
                 f"{f}.image",
@@ -136,7 +162,9 @@ def parse_engine(params: dict) -> EngineOverrides:
                 "inference simulator it pins (kcl/versions.k)",
             )
     else:
-        found = engine_args.problems(args, env, max_model_len_field=max_len is not None)
+        found = engine_args.problems(
+            args, checked, max_model_len_field=max_len is not None, from_secrets=from_secrets
+        )
         if not found:
             # What vLLM's own parser would refuse at start (function/policy/vllm_cli.py).
             found = [
@@ -158,6 +186,9 @@ def parse_engine(params: dict) -> EngineOverrides:
         env=tuple(env),
         extra_max_model_len=given_len if given_len and given_len > 0 else None,
         simulate=simulate,
+        secret_env=tuple(secret_env),
+        image_pull_secrets=_pull_secrets(engine.get("imagePullSecrets"), f"{f}.imagePullSecrets"),
+        shm_mib=int(shm_match[1]) * (1024 if shm_match[2] == "Gi" else 1) if shm_match else None,
         **_memory_settings(args),
     )
 
@@ -214,3 +245,57 @@ def _memory_settings(args: list[str]) -> dict[str, Any]:
             )
         out["revision"] = revision
     return out
+
+
+# engine.imagePullSecrets: at most this many (the schema's maxItems).
+MAX_PULL_SECRETS = 8
+
+
+def _secret_key_ref(item: dict[str, Any], f: str) -> SecretRef:
+    """env[i].valueFrom: a secretKeyRef (name and key) only, with no literal value beside it."""
+    source = item.get("valueFrom")
+    ref = source.get("secretKeyRef") if isinstance(source, dict) else None
+    if "value" in item or not isinstance(ref, dict) or set(source) != {"secretKeyRef"}:
+        raise SpecError(
+            f"{f}.valueFrom",
+            source,
+            f"{f}: a variable has a value or valueFrom.secretKeyRef {{name, key}} (a Secret "
+            "of the claim's namespace), nothing else",
+        )
+    found = SecretRef(name=ref.get("name"), key=ref.get("key"))  # type: ignore[arg-type]
+    if not isinstance(found.name, str) or not DNS_SUBDOMAIN.match(found.name):
+        raise SpecError(
+            f"{f}.valueFrom.secretKeyRef.name",
+            found.name,
+            f"{f}.valueFrom.secretKeyRef.name: {short(found.name)} is not a Secret name",
+        )
+    if not isinstance(found.key, str) or not SECRET_KEY.match(found.key):
+        raise SpecError(
+            f"{f}.valueFrom.secretKeyRef.key",
+            found.key,
+            f"{f}.valueFrom.secretKeyRef.key: {short(found.key)} is not a Secret key",
+        )
+    return found
+
+
+def _pull_secrets(items: Any, f: str) -> tuple[str, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list) or len(items) > MAX_PULL_SECRETS:
+        raise SpecError(
+            f, items, f"{f} must be a list of at most {MAX_PULL_SECRETS} {{name}} of Secrets"
+        )
+    names: list[str] = []
+    for i, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+            raise SpecError(
+                f"{f}[{i}].name",
+                name,
+                f"{f}[{i}].name: {short(name)} is not the name of a Secret of the claim's "
+                "namespace",
+            )
+        if name in names:
+            raise SpecError(f"{f}[{i}].name", name, f"{f}[{i}].name: {name} is listed twice")
+        names.append(name)
+    return tuple(names)

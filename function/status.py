@@ -297,6 +297,8 @@ def replicas_status(
         out["desired"] = count.low if engine.current else 0
     if count.capped:
         out["requestedMax"] = count.asked_high
+    if engine.pods:
+        out["selector"] = ",".join(f"{k}={v}" for k, v in sorted(engine.pods.items()))
     return out
 
 

@@ -10,7 +10,7 @@ serves the claim and its plan builds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -52,6 +52,10 @@ class Engine:
     current: bool
     simulated: bool
     service: str | None = None  # its Service, when not named after it
+    # Labels that select one pod per replica (a multi-node replica's leader): the selector
+    # the /scale subresource reports (status.replicas.selector); None when replicas do not
+    # map to pods one to one (disaggregated prefill and decode).
+    pods: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

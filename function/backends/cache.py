@@ -4,6 +4,7 @@ the fetch Job that fills them, and the ModelCache condition."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from function import kube
@@ -15,6 +16,7 @@ from function.keys import CACHE, FETCH, SHARED_CACHE
 from function.model import catalog, sizing
 from function.outcome import Condition, Inputs, Outcome, observed_manifest
 from function.plan import scaling, storage
+from function.policy.secrets import Secrets
 from function.spec import LLMSpec, P, SpecError
 
 
@@ -161,11 +163,13 @@ def place_cache(
     hf_token: tuple[str, str] | None,
     cache: storage.CachePlan,
     layout: storage.Layout,
-    fetch: Fetch,
+    fetch: Fetch | None,
     out: Outcome,
     colocate: bool = False,
+    pull_secrets: Sequence[str] = (),
 ) -> None:
-    """The model-cache claim `claim` and the Job that downloads the model into it."""
+    """The model-cache claim `claim` and the Job that downloads the model into it (none when
+    `fetch` is None: the engine downloads itself)."""
     place(
         spec,
         target,
@@ -181,6 +185,8 @@ def place_cache(
         out,
         suffix=suffix,
     )
+    if fetch is None:
+        return
     place(
         spec,
         target,
@@ -202,6 +208,7 @@ def place_cache(
             memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
             revision=spec.engine.revision,
             colocate=colocate,
+            pull_secrets=pull_secrets,
         ),
         out,
         suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
@@ -234,7 +241,7 @@ def many_pods_cache(
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
     image: str,
-    hf_token: tuple[str, str] | None,
+    secrets: Secrets,
     inputs: Inputs,
     out: Outcome,
 ) -> tuple[storage.Layout, storage.CachePlan, SharedCache | None]:
@@ -258,7 +265,7 @@ def many_pods_cache(
     if layout.mode != "shared":
         return layout, cache, None
     claim = kube.dns_label(f"{spec.name}-cache")
-    fetch = fetch_job(spec, target, claim, image, hf_token, inputs)
+    fetch = fetch_job(spec, target, claim, image, secrets.hf_token, inputs)
     place_cache(
         spec,
         target,
@@ -266,11 +273,12 @@ def many_pods_cache(
         "shared-cache",
         claim,
         image,
-        hf_token,
+        secrets.hf_token,
         cache,
         layout,
         fetch,
         out,
+        pull_secrets=secrets.pull,
     )
     return layout, cache, SharedCache(claim, fetch)
 

@@ -104,6 +104,7 @@ def model_fetch_job(
     memory_limit: str,
     revision: str | None = None,
     colocate: bool = False,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A Job that downloads `model` (at `revision`, the one the engine's --revision names)
     into the cache claim `name`, on the GPU pool (so a zonal
@@ -185,6 +186,12 @@ def model_fetch_job(
                     "volumes": [
                         {"name": "model-cache", "persistentVolumeClaim": {"claimName": name}}
                     ],
+                    # It runs the engine's image, which may be private.
+                    **(
+                        {"imagePullSecrets": [{"name": n} for n in pull_secrets]}
+                        if pull_secrets
+                        else {}
+                    ),
                 },
             },
         },

@@ -10,14 +10,24 @@ from typing import Any
 from function import kube
 from function.backends import pods, resources
 from function.cluster.target import CLUSTER_KIND, Target, dig
-from function.keys import API_KEY, CLUSTER_USAGE, HF_TOKEN, INGRESS, KEDA_USAGE, NAMESPACE, SCALER
+from function.keys import (
+    API_KEY,
+    CLUSTER_USAGE,
+    ENV_SECRET,
+    HF_TOKEN,
+    INGRESS,
+    KEDA_USAGE,
+    NAMESPACE,
+    PULL_SECRET,
+    SCALER,
+)
 from function.model import catalog, sizing
 from function.model.facts import hf_token_ref
 from function.outcome import Inputs, Outcome
 from function.plan import scaling, storage
 from function.policy import ownership
-from function.policy.secrets import Secrets, fetch_copyable
-from function.spec import LLMSpec, P, SpecError
+from function.policy.secrets import PULL_SECRET_KEY, PULL_SECRET_TYPE, Secrets, fetch_copyable
+from function.spec import LLMSpec, P, SecretRef, SpecError
 
 
 def copy_secrets(
@@ -34,9 +44,12 @@ def copy_secrets(
     fetched the source to check it."""
     wanted = {HF_TOKEN: hf_token_ref(spec, facts), API_KEY: spec.api_key_secret}
     fields = {HF_TOKEN: f"{P}.hfTokenSecretRef", API_KEY: f"{P}.apiKeySecretRef"}
+    engine_env, pull = engine_secrets(spec, target, inputs, out)
     if target.provider_config is None:
         return Secrets(
-            *((ref.name, ref.key) if ref else None for ref in (wanted[HF_TOKEN], wanted[API_KEY]))
+            *((ref.name, ref.key) if ref else None for ref in (wanted[HF_TOKEN], wanted[API_KEY])),
+            engine_env=engine_env,
+            pull=pull,
         )
     placed: dict[str, tuple[str, str] | None] = {}
     for kind, ref in wanted.items():
@@ -65,7 +78,70 @@ def copy_secrets(
         )
         place(spec, target, kind, secret, out, suffix=kind, references=refs)
         placed[kind] = (copy_name, ref.key)
-    return Secrets(placed[HF_TOKEN], placed[API_KEY])
+    return Secrets(placed[HF_TOKEN], placed[API_KEY], engine_env, pull)
+
+
+def engine_secrets(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
+) -> tuple[tuple[tuple[str, tuple[str, str]], ...], tuple[str, ...]]:
+    """engine.env's Secret variables and engine.imagePullSecrets as the pods on the target
+    read them. Each Secret is fetched and checked wherever the model runs (of the claim's
+    namespace, not a cluster's credentials, of the right type, with the key); on another
+    cluster it is copied by reference, per model. A Secret not fetched or not copied yet is
+    pointed at anyway: the pods wait for it (fail closed) rather than start without it."""
+    remote = target.provider_config is not None
+    env: list[tuple[str, tuple[str, str]]] = []
+    for i, var, ref in spec.engine.secret_env:
+        field = f"{P}.engine.env[{i}].valueFrom.secretKeyRef"
+        name = _engine_secret(spec, target, inputs, out, ENV_SECRET, i, ref, field, False)
+        env.append((var, (name if remote else ref.name, ref.key)))
+    pull: list[str] = []
+    for i, secret in enumerate(spec.engine.image_pull_secrets):
+        field = f"{P}.engine.imagePullSecrets[{i}].name"
+        ref = SecretRef(name=secret, key=PULL_SECRET_KEY)
+        name = _engine_secret(spec, target, inputs, out, PULL_SECRET, i, ref, field, True)
+        pull.append(name if remote else secret)
+    return tuple(env), tuple(pull)
+
+
+def _engine_secret(
+    spec: LLMSpec,
+    target: Target,
+    inputs: Inputs,
+    out: Outcome,
+    kind: str,
+    index: int,
+    ref: SecretRef,
+    field: str,
+    pull: bool,
+) -> str:
+    """Fetch and check the Secret `ref`; on another cluster, copy it there (once fetched):
+    the name the pods read it by."""
+    found = fetch_copyable(
+        ref,
+        field,
+        f"{kind}-{index}",
+        spec.namespace,
+        target,
+        inputs,
+        out,
+        "the engine's pods wait for it",
+        pull=pull,
+    )
+    copy_name = kube.dns_label(f"{spec.name}-{kind}-{index}")
+    if found is not None and target.provider_config is not None:
+        secret, refs = resources.copied_secret(
+            name=copy_name,
+            namespace=target.namespace,
+            key=ref.key,
+            source_name=ref.name,
+            source_namespace=spec.namespace,
+            type_=PULL_SECRET_TYPE if pull else "Opaque",
+        )
+        place(
+            spec, target, f"{kind}-{index}", secret, out, suffix=f"{kind}-{index}", references=refs
+        )
+    return copy_name
 
 
 def place(
@@ -265,7 +341,7 @@ def pod_secret_env(spec: LLMSpec, secrets: Secrets) -> list[tuple[str, tuple[str
     out = [("HF_TOKEN", secrets.hf_token)] if secrets.hf_token else []
     if api_key:
         out.append(("VLLM_API_KEY", api_key))
-    return out
+    return out + list(secrets.engine_env)
 
 
 def pod_env(spec: LLMSpec, plan: sizing.Plan) -> list[tuple[str, str]]:

@@ -83,6 +83,7 @@ def _lws_pod(
     tolerations: Sequence[Mapping[str, Any]] | None,
     runtime_class: str | None,
     startup_budget_s: int,
+    pull_secrets: Sequence[str],
 ) -> dict[str, Any]:
     """The pod template of the leader (role leader: the API server, with probes) or of the
     workers (headless: no server to probe; a failure restarts the whole group)."""
@@ -111,6 +112,7 @@ def _lws_pod(
         node_selector=node_selector,
         tolerations=tolerations,
         runtime_class=runtime_class,
+        pull_secrets=pull_secrets,
     )
 
 
@@ -140,6 +142,7 @@ def leader_worker_set(
     replicas: int | None,
     startup_budget_s: int,
     shared_claim: str | None = None,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A LeaderWorkerSet of groups of `nodes` pods, one replica each: every pod has the
     model cache of its own (volumeClaimTemplates), or all mount `shared_claim` (ReadWriteMany,
@@ -172,6 +175,7 @@ def leader_worker_set(
         "tolerations": tolerations,
         "runtime_class": runtime_class,
         "startup_budget_s": startup_budget_s,
+        "pull_secrets": pull_secrets,
     }
     # The router discovers the leader only (it serves the API); workers are headless. The
     # labels are the model's (`labels_of`, its claim), as a one-node engine's are.
@@ -245,7 +249,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
         facts,
         plan,
         image,
-        secrets.hf_token,
+        secrets,
         inputs,
         out,
     )
@@ -285,6 +289,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
                 args=args,
                 env=pod_env(spec, plan),
                 secret_env=pod_secret_env(spec, secrets),
+                pull_secrets=secrets.pull,
                 gpus_per_node=plan.gpus_per_node,
                 cpu=plan.cpu,
                 memory=plan.memory,
@@ -342,6 +347,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
         current=ready or holding,
         simulated=False,
         service=service,
+        pods=labels(name),  # the leaders': one per replica
     )
 
 

@@ -107,9 +107,10 @@ def gpu_pod(
     node_selector: Mapping[str, str] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
     runtime_class: str | None,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A pod spec on the GPU pool: its affinity, tolerations and RuntimeClass, /dev/shm in
-    memory, and no Service links."""
+    memory, no Service links, and the registry credentials of a private engine image."""
     pod: dict[str, Any] = {
         # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
         "enableServiceLinks": False,
@@ -127,4 +128,6 @@ def gpu_pod(
     }
     if runtime_class:
         pod["runtimeClassName"] = runtime_class
+    if pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
     return pod

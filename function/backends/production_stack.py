@@ -34,6 +34,7 @@ from function.backends.resources import (
     GPU_TOLERATION,
     config_hash,
     engine_affinity,
+    labels,
     object_metadata,
     split_image,
 )
@@ -43,6 +44,7 @@ from function.outcome import Outcome, observed_manifest
 from function.plan import storage
 from function.policy import engine_args, ownership
 from function.policy.engine import planned_max_model_len, vllm_args
+from function.spec import LLMSpec, P, SpecError
 
 # Ready means serving: at least one engine replica passed its /health readiness probe.
 RUNTIME_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
@@ -75,6 +77,7 @@ def vllm_runtime(
     runtime_class: str | None = None,
     lmcache_config: Mapping[str, Any] | None = None,
     tensor_parallel: int | None = None,
+    pull_secret: str | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -99,7 +102,9 @@ def vllm_runtime(
       None (the CRD's default is `enabled: false`);
     - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
       variable `ENGINE_SECRET_ENV` (`model.hfTokenSecret`): the Hugging Face token, or vLLM's
-      API key when the claim sets one (the download Job fetched the weights then).
+      API key when the claim sets one (the download Job fetched the weights then);
+    - `pull_secret`: the one registry credential the CRD carries (`image.pullSecretName`),
+      which the controller gives the pod as its `imagePullSecrets`.
     """
     registry, image_name = split_image(image)
     model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
@@ -138,7 +143,11 @@ def vllm_runtime(
         **({"replicas": replicas} if replicas is not None else {}),
         # A rolling update needs a second set of GPUs that a GPU pool rarely has free.
         "deploymentStrategy": "Recreate",
-        "image": {"registry": registry, "name": image_name},
+        "image": {
+            "registry": registry,
+            "name": image_name,
+            **({"pullSecretName": pull_secret} if pull_secret else {}),
+        },
         "resources": {"cpu": cpu, "memory": memory, "gpu": str(gpus)},
         "shmSize": shm_size,
         "toleration": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
@@ -208,6 +217,32 @@ def engine_command(runtime: Mapping[str, Any]) -> list[str]:
     return args
 
 
+def what_the_runtime_cannot_carry(spec: LLMSpec) -> None:
+    """engine settings the VLLMRuntime CRD at the pin has no field for (schemas/production-
+    stack): `vllmConfig.env` items are name and value only, and `image.pullSecretName` is
+    one Secret. Refused, naming the field, rather than dropped."""
+    e = f"{P}.engine"
+    if spec.engine.secret_env:
+        i, var, _ = spec.engine.secret_env[0]
+        raise SpecError(
+            f"{e}.env[{i}].valueFrom",
+            var,
+            f"{e}.env[{i}].valueFrom: the production-stack operator's VLLMRuntime (pinned in "
+            "kcl/versions.k) takes variables as name and value only (vllmConfig.env), so a "
+            f"Secret cannot reach its engine. {var} from a Secret runs with {P}.backend: llmd "
+            "or on a replica over several nodes; here, only a literal value",
+        )
+    if len(spec.engine.image_pull_secrets) > 1:
+        raise SpecError(
+            f"{e}.imagePullSecrets",
+            list(spec.engine.image_pull_secrets),
+            f"{e}.imagePullSecrets: the production-stack operator's VLLMRuntime carries one "
+            f"pull Secret (deploymentConfig.image.pullSecretName), not "
+            f"{len(spec.engine.image_pull_secrets)}; put the registries' credentials in one "
+            "Secret of type kubernetes.io/dockerconfigjson (its auths hold several)",
+        )
+
+
 def build_production_stack(job: Build, out: Outcome) -> Engine:
     """Compose everything for vLLM; the Engine says whether the model is in the cache (until
     then the runtime has no replica, or the engine that serves now is kept while the new
@@ -223,6 +258,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     )
     name = kube.dns_label(spec.name)
     remote = target.provider_config is not None
+    what_the_runtime_cannot_carry(spec)
     own_namespace(spec, target, out)
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
     layout = cache_layout(spec, target, count, inputs)
@@ -241,11 +277,16 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     # never own (an object has one controller) and provider-kubernetes finds foreign: the
     # runtime and the claim are applied in one pass, in no set order, so it is a race.
     observed_claim = inputs.observed.get(CACHE + target.suffix)
-    claimed = (
+    claimed = inputs.standalone or (
         ownership.made(observed_claim, ownership.owner(spec.namespace, spec.name))
         if remote
         else observed_claim is not None
     )
+    # Applied alone, the engine downloads the weights itself (vLLM's own download, into
+    # HF_HOME on the claim). Offline behind an API key it cannot: the Job downloads, and the
+    # engine restarts until the weights are there.
+    engine_downloads = inputs.standalone and spec.api_key_secret is None
+    cached = fetch.done or inputs.standalone
     env = list(plan.env) + list(spec.engine.env)
     if spec.api_key_secret is not None:
         # The engine's one Secret-sourced variable then holds the API key, not the Hugging
@@ -282,9 +323,10 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         cache_access_mode=layout.access_mode,
         # No pod until the weights are in the cache; then the fixed count, or none written
         # when KEDA owns it.
-        replicas=0 if not (fetch.done and claimed) else (None if count.autoscaled else count.low),
+        replicas=0 if not (cached and claimed) else (None if count.autoscaled else count.low),
         runtime_class=target.runtime_class,
         lmcache_config=offload.config if offload else None,
+        pull_secret=secrets.pull[0] if secrets.pull else None,
     )
     place_cache(
         spec,
@@ -296,10 +338,11 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         secrets.hf_token,
         cache,
         layout,
-        fetch,
+        None if engine_downloads else fetch,
         out,
         # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
         colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
+        pull_secrets=secrets.pull,
     )
     if holding:
         keep_engine(target, RUNTIME, observed_runtime, count.autoscaled, out)
@@ -315,7 +358,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
             watch=True,
         )
     observed_scaler = inputs.observed.get(SCALER + target.suffix)
-    if count.autoscaled and fetch.done:
+    if count.autoscaled and cached:
         # KEDA takes over once the model is cached (the runtime then has replicas to scale).
         scaler(spec, target, name, count, RUNTIME_SCALE_TARGET | {"name": name}, out)
     elif count.autoscaled and holding and observed_scaler is not None:
@@ -331,7 +374,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         "size": storage.quantity(cache.size_gib),
         **({"storageClass": class_name} if class_name else {}),
         **layout.status(cache.size_gib),
-        "downloadJob": fetch.job,
+        **({} if engine_downloads else {"downloadJob": fetch.job}),
         "downloadDeadlineSeconds": cache.download_deadline_s,
         "loadMiBps": cache.load_rate_mib_s,
         "startSeconds": cache.start_s,
@@ -353,6 +396,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         or ("auto" if given == "auto" else None),
         current=fetch.done,
         simulated=False,
+        pods=labels(name),
     )
 
 

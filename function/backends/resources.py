@@ -140,14 +140,20 @@ def secret_field_path(key: str) -> str:
 
 
 def copied_secret(
-    *, name: str, namespace: str, key: str, source_name: str, source_namespace: str
+    *,
+    name: str,
+    namespace: str,
+    key: str,
+    source_name: str,
+    source_namespace: str,
+    type_: str = "Opaque",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A Secret for the target cluster and the Object references that copy one key into it
     from a Secret on the control plane, so no token is ever written into a manifest."""
     manifest = {
         "apiVersion": "v1",
         "kind": "Secret",
-        "type": "Opaque",
+        "type": type_,
         "metadata": {
             "name": name,
             "namespace": namespace,

@@ -132,6 +132,14 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
         out.warnings.append(
             f"{', '.join(ignored)}: not used with {P}.engine.simulate (nothing is downloaded)"
         )
+    unread = [f"{P}.engine.env[{i}] ({var}, from a Secret)" for i, var, _ in spec.engine.secret_env]
+    if spec.engine.image_pull_secrets:
+        unread.insert(0, f"{P}.engine.imagePullSecrets")
+    if unread:
+        out.warnings.append(
+            f"{', '.join(unread)}: not used with {P}.engine.simulate (its image is pinned and "
+            "public, and it reads no credentials)"
+        )
     max_len = planned_max_model_len(spec, plan, out)
     command = place_simulator(spec, target, name, plan, image, count, max_len, out)
     place(
@@ -166,6 +174,7 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
         max_model_len=max_len,
         current=True,
         simulated=True,
+        pods=labels(name),
     )
 
 

@@ -7,6 +7,10 @@ from dataclasses import replace
 
 from function.model.sizing import Plan, cpu_quantity, memory_quantity
 
+# engine.shm's floor: NCCL's troubleshooting guide has containers run with `--shm-size=1g`
+# (its shared-memory transport between a pod's GPUs fails on Docker's 64 MiB default).
+SHM_FLOOR_MIB = 1024
+
 
 def _millicores(cpu: str) -> int:
     return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
@@ -41,3 +45,22 @@ def fit_to_node(plan: Plan, cpu_millicores: int, memory_mib: int, where: str) ->
         shm_size=memory_quantity(shm),
         host_capped=f"{', '.join(lowered)} to fit {where}",
     )
+
+
+class ShmError(ValueError):
+    """engine.shm outside its floor and ceiling: the message says which, and what fits."""
+
+
+def with_shm(plan: Plan, asked_mib: int, field: str) -> Plan:
+    """The plan with the /dev/shm the claim asks for: at least SHM_FLOOR_MIB, at most half the
+    pod's memory (a memory-backed /dev/shm counts against the pod's memory limit, and the
+    engine's processes need the other half: the default and the node fit hold the same)."""
+    ceiling = _mib(plan.memory) // 2
+    if asked_mib < SHM_FLOOR_MIB or asked_mib > ceiling:
+        raise ShmError(
+            f"{field}: {memory_quantity(asked_mib)} is outside what the engine's pod can hold; "
+            f"use from {memory_quantity(SHM_FLOOR_MIB)} to {memory_quantity(ceiling)} (half of "
+            f"its {plan.memory} memory: /dev/shm counts against it), or leave it out for "
+            f"{plan.shm_size}"
+        )
+    return replace(plan, shm_size=memory_quantity(asked_mib))

@@ -316,10 +316,16 @@ def kv_library_problems(args: Sequence[str], env: Sequence[tuple[str, str]]) -> 
 
 
 def problems(
-    args: Sequence[str], env: Sequence[tuple[str, str]], *, max_model_len_field: bool
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    *,
+    max_model_len_field: bool,
+    from_secrets: frozenset[int] = frozenset(),
 ) -> list[Problem]:
     """Every argument or variable a claim may not set, each with the field to use instead.
-    `max_model_len_field`: engine.maxModelLen is set, so --max-model-len is owned too."""
+    `max_model_len_field`: engine.maxModelLen is set, so --max-model-len is owned too.
+    `from_secrets`: the indexes of env read from a Secret (valueFrom.secretKeyRef), which
+    may hold a credential."""
     owned = dict(OWNED)
     if max_model_len_field:
         owned[MAX_MODEL_LEN] = (
@@ -364,17 +370,16 @@ def problems(
             out.append(
                 Problem(where, f"{where}: {name} is set by the function; use {OWNED_ENV[name]}")
             )
-        elif secret_name(name) or secret_shape(value):
+        elif i not in from_secrets and (secret_name(name) or secret_shape(value)):
             out.append(
                 Problem(
                     where,
                     f"{where}: {name} holds a credential and a literal value is readable in the "
                     f"LLMInference, its VLLMRuntime and status. Keep credentials in Secrets: "
                     f"{P}.hfTokenSecretRef (Hugging Face), {P}.apiKeySecretRef (vLLM's API "
-                    "key). engine.env[].valueFrom.secretKeyRef is not offered: the pinned "
-                    "production-stack operator's VLLMRuntime takes literal variables only "
-                    "(vllmConfig.env is name and value), so no other Secret can reach the "
-                    "engine",
+                    f"key), {where}.valueFrom.secretKeyRef for any other (not with backend "
+                    "productionStack: the pinned operator's VLLMRuntime takes literal "
+                    "variables only)",
                 )
             )
     return out

@@ -21,11 +21,19 @@ class Secrets:
 
     hf_token: tuple[str, str] | None
     api_key: tuple[str, str] | None
+    # engine.env's variables read from Secrets: (variable, (Secret, key)) on the target.
+    engine_env: tuple[tuple[str, tuple[str, str]], ...] = ()
+    # engine.imagePullSecrets, by name on the target.
+    pull: tuple[str, ...] = ()
 
 
 # Secret types that may be copied to another cluster: only plain (Opaque) ones, never a
 # service account token, a registry credential or a Crossplane connection secret.
 _COPYABLE_TYPES = (None, "", "Opaque")
+# ...except a registry credential named in engine.imagePullSecrets, which is one: the type
+# the kubelet reads and its one key (k8s.io/api core/v1 SecretTypeDockerConfigJson).
+PULL_SECRET_TYPE = "kubernetes.io/dockerconfigjson"
+PULL_SECRET_KEY = ".dockerconfigjson"
 
 
 def secret_problem(
@@ -34,9 +42,11 @@ def secret_problem(
     found: dict[str, Any],
     target: Target,
     owners: dict[str, str] | None = None,
+    pull: bool = False,
 ) -> str | None:
     """Why the Secret `ref` may not be copied to another cluster, or None. `owners`: the
-    namespace's credential Secrets and whose they are (function/policy/credentials.py)."""
+    namespace's credential Secrets and whose they are (function/policy/credentials.py).
+    `pull`: an image pull Secret (of PULL_SECRET_TYPE) rather than a plain one."""
     kind = found.get("type")
     where = f"Secret {found.get('metadata', {}).get('namespace', '')}/{ref.name}"
     owner = (owners or {}).get(ref.name) or (
@@ -47,7 +57,12 @@ def secret_problem(
             f"{field}: {where} holds the credentials of {owner}; a cluster's credentials are "
             "never copied to a cluster. Put the token in a Secret of its own"
         )
-    if kind not in _COPYABLE_TYPES:
+    if pull and kind != PULL_SECRET_TYPE:
+        return (
+            f"{field}: {where} is of type {kind or 'Opaque'}; an image pull Secret is of type "
+            f"{PULL_SECRET_TYPE} (kubectl create secret docker-registry)"
+        )
+    if not pull and kind not in _COPYABLE_TYPES:
         return (
             f"{field}: {where} is of type {kind}; only Opaque Secrets are copied to another "
             "cluster. Put the token in an Opaque Secret (kubectl create secret generic)"
@@ -67,6 +82,7 @@ def fetch_copyable(
     inputs: Inputs,
     out: Outcome,
     without: str,
+    pull: bool = False,
 ) -> dict[str, Any] | None:
     """The Secret `ref` of the claim's `namespace`, asked of Crossplane as `requirement`, once
     fetched and fit to copy to `target` (a SpecError naming `field` otherwise); None while it
@@ -89,7 +105,7 @@ def fetch_copyable(
             f"{ref.key!r} ({without})"
         )
         return None
-    problem = secret_problem(ref, field, found[0], target, owners)
+    problem = secret_problem(ref, field, found[0], target, owners, pull)
     if problem:
         raise SpecError(field, ref.name, problem)
     return found[0]

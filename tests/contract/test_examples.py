@@ -134,3 +134,50 @@ def test_every_example_renders_as_its_golden_digest() -> None:
     )
     listed = set(load_yaml(root / "tests" / "golden" / "renders.yaml")[0]["renders"])
     assert {f"{c[0]}:{c[1]['kind']}/{c[1]['metadata']['name']}" for c in CLAIMS} <= listed
+
+
+def _pod_templates(composed: list[dict[str, Any]]) -> list[tuple[str, dict[str, str]]]:
+    """(what, labels) of every pod the composed objects make, unwrapped from their Objects;
+    a VLLMRuntime's as the pinned operator's Deployment labels them."""
+    from dot_inference import production_stack_operator as operator
+
+    out = []
+    for obj in composed:
+        obj = (obj.get("spec") or {}).get("forProvider", {}).get("manifest", obj)
+        kind, spec = obj.get("kind"), obj.get("spec") or {}
+        if kind == "VLLMRuntime":
+            out.append(("engine", operator.deployment_for(obj)["spec"]["template"]))
+        elif kind == "LeaderWorkerSet":
+            lwt = spec["leaderWorkerTemplate"]
+            out.append(("engine", lwt.get("leaderTemplate") or lwt["workerTemplate"]))
+            if "leaderTemplate" in lwt:
+                out.append(("worker", lwt["workerTemplate"]))
+        elif kind in ("Deployment", "StatefulSet", "Job"):
+            labels = (spec["template"].get("metadata") or {}).get("labels") or {}
+            component = labels.get("app.kubernetes.io/component")
+            out.append(("engine" if component in ENGINE_PODS else kind, spec["template"]))
+    return [(what, (t.get("metadata") or {}).get("labels") or {}) for what, t in out]
+
+
+# The component label of the pods that run vLLM (or the simulator) one per replica.
+ENGINE_PODS = ("engine", "llm-d-engine")
+
+
+@pytest.mark.parametrize(("xr", "required"), [c[1:] for c in CLAIMS], ids=[c[0] for c in CLAIMS])
+def test_the_scale_selector_selects_one_engine_pod_per_replica(
+    xr: dict[str, Any], required: list[dict[str, Any]]
+) -> None:
+    """status.replicas.selector is what /scale gives an autoscaler (the XRD's
+    labelSelectorPath): it selects the engine's pods, a multi-node replica's leader only, and
+    nothing else the claim composes (its download Jobs, a picker, a replica's workers)."""
+    if xr["kind"] != "LLMInference":
+        return
+    result = render.render_in_package(PKG, xr, required=required)
+    selector = ((result.xr.get("status") or {}).get("replicas") or {}).get("selector")
+    if selector is None:
+        return
+    wanted = dict(term.split("=", 1) for term in selector.split(","))
+    pods = _pod_templates(result.composed)
+    chosen = [what for what, labels in pods if wanted.items() <= labels.items()]
+    assert chosen, f"{selector} selects none of {pods}"
+    assert set(chosen) == {"engine"}, (selector, pods)

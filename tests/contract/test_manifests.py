@@ -4,12 +4,15 @@ upstream schemas accept."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, load_yaml
+import yaml
+from conftest import EXAMPLES, ROOT, load_yaml
 
 from dot_inference.apiserver import validate_objects
+from dot_inference.generate import PLAIN_MANIFESTS
 
 # The PRD's "Models & Hardware" table (seeds/000: PRD #1), one row per manifest.
 PRD_TABLE = [
@@ -49,3 +52,36 @@ def test_manifest_is_what_the_pinned_operator_and_kubernetes_accept(manifest: st
     assert report.invalid == [], report.invalid
     assert report.no_schema == []
     assert len(report.valid) == len(objs)
+
+
+# manifest -> the claim it is composed from.
+CLAIMS = {Path(m).name: ROOT / c for m, c in PLAIN_MANIFESTS.items()}
+
+
+@pytest.mark.parametrize("manifest", sorted(CLAIMS))
+def test_manifest_serves_after_kubectl_apply_alone(manifest: str) -> None:
+    """Nothing but `kubectl apply` raises the replicas: the runtime runs as the claim asks
+    from the start (replicas 0 is the composition's wait for its download Job, which no
+    controller ends here), mounts the cache claim that comes with it, and the engine is
+    online to download the weights into it."""
+    docs = load_yaml(EXAMPLES / "manifests" / manifest)
+    wanted = load_yaml(CLAIMS[manifest])[0]["spec"]["parameters"].get("replicas", 1)
+    runtime = _by_kind(docs)["VLLMRuntime"]["spec"]
+    assert runtime["deploymentConfig"]["replicas"] == wanted >= 1
+    claims = [d["metadata"]["name"] for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert runtime["storageConfig"]["enabled"] and claims == [
+        _by_kind(docs)["VLLMRuntime"]["metadata"]["name"]
+    ]
+    env = {e["name"]: e["value"] for e in runtime["vllmConfig"]["env"]}
+    assert env["HF_HOME"].startswith(runtime["storageConfig"]["mountPath"] + "/")
+    assert "HF_HUB_OFFLINE" not in env
+    assert "Job" not in _by_kind(docs), "no Job downloads beside the engine"
+
+
+@pytest.mark.parametrize("manifest", sorted(CLAIMS))
+def test_manifest_is_written_as_a_person_writes_it(manifest: str) -> None:
+    """No PyYAML anchors or aliases (`&id001`, `*id001`): every object written out whole."""
+    text = (EXAMPLES / "manifests" / manifest).read_text()
+    events = list(yaml.parse(text))
+    assert not [e for e in events if isinstance(e, yaml.AliasEvent)]
+    assert not [e for e in events if getattr(e, "anchor", None)]

@@ -107,9 +107,44 @@ def snapshot(kube: Kube) -> dict[str, str]:
     return out
 
 
+def engine_secrets() -> list[dict[str, Any]]:
+    """The Secrets the examples' comments have a user create for the engine: each registry
+    credential engine.imagePullSecrets names, each key engine.env reads (placeholders: kwok
+    pulls no image and runs no container)."""
+    pull: set[str] = set()
+    keys: dict[str, set[str]] = {}
+    for _, d in DOCS:
+        engine = (d["spec"].get("parameters") or {}).get("engine") or {}
+        pull |= {p["name"] for p in engine.get("imagePullSecrets") or []}
+        for e in engine.get("env") or []:
+            if ref := (e.get("valueFrom") or {}).get("secretKeyRef"):
+                keys.setdefault(ref["name"], set()).add(ref["key"])
+    placeholder = base64.b64encode(b"placeholder").decode()
+    registry = base64.b64encode(b'{"auths":{}}').decode()
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": n, "namespace": NS},
+            "data": {".dockerconfigjson": registry},
+        }
+        for n in sorted(pull)
+    ] + [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": n, "namespace": NS},
+            "data": dict.fromkeys(sorted(k), placeholder),
+        }
+        for n, k in sorted(keys.items())
+    ]
+
+
 def apply_examples(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
     install.namespace(kube, NS)
-    for secret in existing_secrets(plane):
+    for secret in existing_secrets(plane) + engine_secrets():
         kube.apply(secret)
     for _, doc in ORDER:
         kube.apply(doc)

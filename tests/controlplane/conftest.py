@@ -3,7 +3,8 @@ nodes, Crossplane with its webhooks, the functions over mTLS, provider-kubernete
 processes (dot_inference/controlplane). It brings the plane up when none runs, and runs in
 file order: the plane itself, every example (parity with the offline render, settling), Ready
 or why not, deletion, then on the emptied plane GPUs (a replica over two nodes, the GPU
-budget), and the hostile claims of tests/security."""
+budget), the hostile claims of tests/security, the chainsaw suites, the fleet, and what the
+seeds ask of a model (the plain manifests, `kubectl scale`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from applied_examples import NS, XR_API, XR_KINDS, apply_examples, xrs  # noqa: F401  (re-exported)
 
+from dot_inference.controlplane import build
 from dot_inference.controlplane.kube import Kube, KubeError, wait
 from dot_inference.controlplane.plane import Plane
 
@@ -61,6 +63,15 @@ def kube(plane: Plane) -> Kube:
 def applied(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
     """Every example applied and settled (tests/controlplane/examples.py)."""
     return apply_examples(plane, kube)
+
+
+def binary(component: str, name: str) -> Path:
+    """A program the plane built (kubectl, chainsaw), at its pin."""
+    c = next(c for c in build.components() if c.name == component)
+    path = c.binary(name)
+    if not path.is_file():
+        pytest.fail(f"{name} is not built ({path}): run ./task control-plane-up")
+    return path
 
 
 def until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:

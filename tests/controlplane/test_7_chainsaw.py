@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import binary
 
-from dot_inference.controlplane import build
 from dot_inference.controlplane.kube import Kube
 from dot_inference.controlplane.plane import Plane
 
@@ -165,14 +165,6 @@ def without_gpus(kube: Kube) -> Any:
         kube.patch("v1", "Node", name, None, {"spec": {"unschedulable": None}})
 
 
-def _binary(component: str, name: str) -> Path:
-    c = next(c for c in build.components() if c.name == component)
-    path = c.binary(name)
-    if not path.is_file():
-        pytest.fail(f"{name} is not built ({path}): run ./task control-plane-up")
-    return path
-
-
 @pytest.mark.parametrize("suite", SUITES)
 def test_the_suite_s_steps_that_can_run_here_pass(
     suite: str,
@@ -190,8 +182,8 @@ def test_the_suite_s_steps_that_can_run_here_pass(
     steps = yaml.safe_load((folder / "chainsaw-test.yaml").read_text())["spec"]["steps"]
     if not steps:
         pytest.skip(f"{suite}: no step can run here (above)")
-    chainsaw = _binary("chainsaw", "chainsaw")
-    kubectl = _binary("kubernetes", "kubectl")
+    chainsaw = binary("chainsaw", "chainsaw")
+    kubectl = binary("kubernetes", "kubectl")
     env = os.environ | {
         "KUBECONFIG": str(plane.kubeconfig),
         "PATH": f"{kubectl.parent}{os.pathsep}{os.environ.get('PATH', '')}",

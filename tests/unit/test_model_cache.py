@@ -266,6 +266,56 @@ def test_the_runtime_mounts_the_claim_only_once_it_exists(
     assert (operator.pvc_for(out.resources[RUNTIME]) is not None) is expected[0]
 
 
+STANDALONE = [
+    # (name, claim parameters) -> (a download Job composed, replicas, the engine offline)
+    (
+        "the engine downloads itself",
+        {"model": "Qwen/Qwen2.5-1.5B-Instruct"},
+        (False, 1, False),
+    ),
+    (
+        "replicas as the claim asks",
+        {
+            "model": "BAAI/bge-base-en-v1.5",
+            "replicas": 2,
+            "storage": {"className": "nfs", "accessMode": "ReadWriteMany"},
+        },
+        (False, 2, False),
+    ),
+    (
+        "behind an API key the engine is offline: the Job downloads",
+        {
+            "model": "Qwen/Qwen2.5-1.5B-Instruct",
+            "apiKeySecretRef": {"name": "qwen-api", "key": "key"},
+        },
+        (True, 1, True),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"), [c[1:] for c in STANDALONE], ids=[c[0] for c in STANDALONE]
+)
+def test_composed_for_kubectl_apply_alone_the_engine_runs_as_the_claim_asks(
+    params: dict[str, Any], expected: tuple[bool, int, bool]
+) -> None:
+    """examples/manifests: no controller observes the download and raises the replicas, so
+    they are what the claim asks from the start, the runtime mounts its claim, and the engine
+    downloads the weights there unless it runs offline."""
+    out = run(claim(**params), standalone=True)
+    assert out.fatal is None, out.fatal
+    has_job, replicas, offline = expected
+    assert any(k.startswith(FETCH) for k in out.resources) is has_job
+    runtime = out.resources[RUNTIME]["spec"]
+    assert runtime["deploymentConfig"]["replicas"] == replicas
+    assert runtime["storageConfig"]["enabled"] is True
+    # The claim of the runtime's name is in the same manifests, so the operator makes none.
+    assert out.resources[CACHE]["metadata"]["name"] == out.resources[RUNTIME]["metadata"]["name"]
+    env = {e["name"]: e["value"] for e in runtime["vllmConfig"]["env"]}
+    assert env["HF_HOME"].startswith(runtime["storageConfig"]["mountPath"])
+    assert ("HF_HUB_OFFLINE" in env) is offline
+
+
 def test_the_engine_starts_when_the_model_is_cached() -> None:
     xr = claim(model="Qwen/Qwen2.5-1.5B-Instruct")
     first = run(xr)

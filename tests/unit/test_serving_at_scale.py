@@ -199,6 +199,8 @@ def test_replicas_keda_chose_are_kept_and_shown() -> None:
         "desired": 3,
         "current": 3,
         "ready": 2,
+        "selector": "app.kubernetes.io/component=engine,app.kubernetes.io/name=m,"
+        "app.kubernetes.io/part-of=dot-inference",
     }
 
 
@@ -214,6 +216,8 @@ def test_fixed_replicas() -> None:
         "desired": 2,
         "current": 0,
         "ready": 0,
+        "selector": "app.kubernetes.io/component=engine,app.kubernetes.io/name=m,"
+        "app.kubernetes.io/part-of=dot-inference",
     }
 
 

@@ -128,7 +128,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         # Every role reads the same weights: one shared claim for all of them, or one each.
         pods = sum(r.replicas if r.replicas is not None else count.asked_high for r in roles)
         layout, _, shared = many_pods_cache(
-            spec, target, pods, facts, roles[0].plan, image, secrets.hf_token, inputs, out
+            spec, target, pods, facts, roles[0].plan, image, secrets, inputs, out
         )
         class_name = layout.class_name
     ready = shared is None or shared.fetch.done
@@ -170,6 +170,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
                 args=args,
                 env=pod_env(spec, r.plan),
                 secret_env=secret_env,
+                pull_secrets=secrets.pull,
                 gpus=r.plan.gpus_per_node,
                 cpu=r.plan.cpu,
                 memory=r.plan.memory,
@@ -312,6 +313,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         max_model_len=max_len,
         current=ready or held,
         simulated=simulate,
+        pods=None if disaggregated else llmd.role_labels(name, "aggregated"),
     )
 
 

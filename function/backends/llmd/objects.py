@@ -228,6 +228,7 @@ def engine_statefulset(
     rdma_resource: str | None,
     startup_budget_s: int,
     shared_claim: str | None = None,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A StatefulSet of one role's vLLM pods. Each pod has a model cache of its own
     (volumeClaimTemplates, deleted with the pod's ordinal), or all mount `shared_claim`
@@ -333,6 +334,7 @@ def engine_statefulset(
         node_selector=node_selector,
         tolerations=tolerations,
         runtime_class=runtime_class,
+        pull_secrets=pull_secrets,
     )
     # No container gets the service account's token but the one that needs it.
     pod["automountServiceAccountToken"] = False
