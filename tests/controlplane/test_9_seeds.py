@@ -140,9 +140,7 @@ def test_kubectl_scale_moves_the_engine(kube: Kube, kubectl: Kubectl) -> None:
 
         until(lambda: ready(1), WITHIN, "the simulated model Ready with one replica", 2)
         assert _scale(kubectl, "scaled")["status"]["replicas"] == 1
-        scaled = kubectl(
-            "scale", "llminference/scaled", "-n", SCALE_NS, "--replicas", "3", "--timeout=60s"
-        )
+        scaled = kubectl("scale", "llminference/scaled", "-n", SCALE_NS, "--replicas", "3")
         assert scaled.returncode == 0, scaled.stderr
         xr = kube.get(XR_API, "LLMInference", "scaled", SCALE_NS)
         assert xr["spec"]["parameters"]["replicas"] == 3
