@@ -69,14 +69,7 @@ def copy_secrets(
         if found is None:
             continue
         copy_name = kube.dns_label(f"{spec.name}-{kind}")
-        secret, refs = resources.copied_secret(
-            name=copy_name,
-            namespace=target.namespace,
-            key=ref.key,
-            source_name=ref.name,
-            source_namespace=spec.namespace,
-        )
-        place(spec, target, kind, secret, out, suffix=kind, references=refs)
+        place_copy(spec, target, kind, ref, copy_name, out)
         placed[kind] = (copy_name, ref.key)
     return Secrets(placed[HF_TOKEN], placed[API_KEY], engine_env, pull)
 
@@ -130,18 +123,31 @@ def _engine_secret(
     )
     copy_name = kube.dns_label(f"{spec.name}-{kind}-{index}")
     if found is not None and target.provider_config is not None:
-        secret, refs = resources.copied_secret(
-            name=copy_name,
-            namespace=target.namespace,
-            key=ref.key,
-            source_name=ref.name,
-            source_namespace=spec.namespace,
-            type_=PULL_SECRET_TYPE if pull else "Opaque",
-        )
-        place(
-            spec, target, f"{kind}-{index}", secret, out, suffix=f"{kind}-{index}", references=refs
-        )
+        type_ = PULL_SECRET_TYPE if pull else "Opaque"
+        place_copy(spec, target, f"{kind}-{index}", ref, copy_name, out, type_)
     return copy_name
+
+
+def place_copy(
+    spec: LLMSpec,
+    target: Target,
+    key: str,
+    ref: SecretRef,
+    copy_name: str,
+    out: Outcome,
+    type_: str = "Opaque",
+) -> None:
+    """`copy_name` on the target cluster: one key of the claim's Secret `ref`, copied there by
+    reference (its value is never in a manifest), composed as `key`."""
+    secret, refs = resources.copied_secret(
+        name=copy_name,
+        namespace=target.namespace,
+        key=ref.key,
+        source_name=ref.name,
+        source_namespace=spec.namespace,
+        type_=type_,
+    )
+    place(spec, target, key, secret, out, suffix=key, references=refs)
 
 
 def place(
