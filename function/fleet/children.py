@@ -99,6 +99,32 @@ def serving(child: Mapping[str, Any] | None) -> tuple[bool, int]:
     return condition_true(dict(child), "Serving"), ready
 
 
+# How much of a placement's own words its parent quotes.
+WHY_NOT_CHARS = 400
+
+
+def why_not(child: Mapping[str, Any] | None) -> str:
+    """Why a placement does not serve, in its own words: its refusal (Synced False: the
+    function's fatal result as Crossplane reports it), else its Serving condition."""
+    if child is None:
+        return "not created yet"
+    for typ in ("Synced", "Serving"):
+        found = next(
+            (
+                c
+                for c in dig(child, "status", "conditions") or []
+                if isinstance(c, dict) and c.get("type") == typ and c.get("status") == "False"
+            ),
+            None,
+        )
+        message = str((found or {}).get("message") or "")
+        if message:
+            return (
+                message if len(message) <= WHY_NOT_CHARS else message[: WHY_NOT_CHARS - 3] + "..."
+            )
+    return "not serving yet"
+
+
 def endpoint(child: Mapping[str, Any] | None) -> str | None:
     url = dig(child, "status", "endpoint")
     return url if isinstance(url, str) and url else None

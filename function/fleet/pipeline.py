@@ -128,6 +128,7 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
                 "name": children.name(spec.name, p.cluster),
                 "reason": p.reason,
                 "serving": serving,
+                **({} if serving else {"why": children.why_not(observed)}),
                 "readyReplicas": ready,
                 "weight": route.placement_weight(serving, ready),
                 **({"endpoint": url} if url else {}),
@@ -157,7 +158,8 @@ def compose_fleet(spec: LLMSpec, inputs: Inputs, out: Outcome) -> None:
             "True" if serving_now else "False",
             "Available" if serving_now else "NoPlacementServes",
             f"{serving_now} of {len(rows)} placement(s) serve"
-            + (f": {', '.join(r['cluster'] for r in rows if r['serving'])}" if serving_now else ""),
+            + (f": {', '.join(r['cluster'] for r in rows if r['serving'])}" if serving_now else "")
+            + "".join(f"; {r['name']}: {r['why']}" for r in rows if not r["serving"]),
         )
     )
     endpoint = None

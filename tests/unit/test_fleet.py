@@ -676,3 +676,50 @@ def test_spillover_never_passes_through_to_the_providers_api() -> None:
         "/v1/embeddings": "Embeddings",
         "/v1/models": "Models",
     }
+
+
+WHY_NOT = [
+    # (name, the placement as observed) -> what the parent's Serving condition quotes
+    ("not created yet", None, "qwen-7b-inference-aws: not created yet"),
+    (
+        "refused: its own refusal",
+        {
+            "type": "Synced",
+            "status": "False",
+            "reason": "ReconcileError",
+            "message": "cannot compose resources: pipeline step returned a fatal result: "
+            "spec.parameters.aliases: qwen-7b already serves behind the router",
+        },
+        "qwen-7b-inference-aws: cannot compose resources: pipeline step returned a fatal "
+        "result: spec.parameters.aliases: qwen-7b already serves behind the router",
+    ),
+    (
+        "waiting: its Serving condition",
+        {
+            "type": "Serving",
+            "status": "False",
+            "reason": "Downloading",
+            "message": "the model downloads into its cache",
+        },
+        "qwen-7b-inference-aws: the model downloads into its cache",
+    ),
+]
+
+
+@pytest.mark.parametrize(("said", "quoted"), [c[1:] for c in WHY_NOT], ids=[c[0] for c in WHY_NOT])
+def test_the_parent_says_why_each_placement_does_not_serve(
+    said: dict[str, Any] | None, quoted: str
+) -> None:
+    """A placement refused on its cluster (say, the model already served there behind the
+    router) or still starting is quoted by the claim that made it, not only counted."""
+    observed = {children.key("inference-google"): child("inference-google", True, 1)}
+    if said is not None:
+        refused = child("inference-aws", False, 0)
+        refused["status"]["conditions"] = [said]
+        observed[children.key("inference-aws")] = refused
+    out = run(claim(), observed)
+    assert out.fatal is None, out.fatal
+    serving = condition(out, "Serving")
+    assert serving.message == f"1 of 2 placement(s) serve: inference-google; {quoted}"
+    row = next(r for r in out.status["placement"]["placements"] if r["cluster"] == "inference-aws")
+    assert f"{row['name']}: {row['why']}" == quoted
