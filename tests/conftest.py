@@ -369,3 +369,18 @@ def as_kubelet(args: list[str], index: int) -> list[str]:
             a = a.replace(f"$({k})", v)
         out.append(a)
     return out
+
+
+def fetched(out: Any) -> dict[str, Any]:
+    """What a finished download looks like to the next reconcile of a model on another
+    cluster: its Job succeeded and the cache claim it wrote to exists, as provider-kubernetes
+    reads them back (observed, by composition key)."""
+    from function.keys import CACHE, FETCH
+
+    job = next(k for k in out.resources if k.startswith(FETCH))
+    claim = next(k for k in out.resources if k.startswith(CACHE))
+    made = out.resources[claim]["spec"]["forProvider"]["manifest"]
+    return {
+        job: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}},
+        claim: {"status": {"atProvider": {"manifest": made}}},
+    }

@@ -22,6 +22,7 @@ from conftest import (
     EXAMPLES,
     control_plane,
     engine_image,
+    fetched,
     llmd_images,
     load_yaml,
     on_cluster,
@@ -30,7 +31,7 @@ from conftest import (
 )
 
 from dot_inference.crossplane import documents, render
-from function.keys import CACHE, FETCH, RUNTIME
+from function.keys import CACHE, RUNTIME
 from function.outcome import Inputs, Outcome
 
 PKG = documents.load_package(EXAMPLES.parent / "package")
@@ -363,17 +364,6 @@ def _run(xr: dict[str, Any], cluster: dict[str, Any], observed: dict | None = No
     return on_cluster(xr, cluster, observed)
 
 
-def _fetched(out: Outcome) -> dict[str, Any]:
-    """The download Job succeeded, and the cache claim it wrote to exists."""
-    key = next(k for k in out.resources if k.startswith(FETCH))
-    claim = next(k for k in out.resources if k.startswith(CACHE))
-    made = out.resources[claim]["spec"]["forProvider"]["manifest"]
-    return {
-        key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}},
-        claim: {"status": {"atProvider": {"manifest": made}}},
-    }
-
-
 COUNTS = [
     ("replicas 1", {"replicas": 1}, 1),
     ("replicas 2", {"replicas": 2}, 2),
@@ -416,7 +406,7 @@ def test_every_claim_either_shares_its_cache_safely_or_is_refused(
         assert "Multi-Attach" in first.fatal and "ReadWriteMany" in first.fatal
         return
     assert first.fatal is None, first.fatal
-    done = _run(xr, cluster, _fetched(first))
+    done = _run(xr, cluster, fetched(first))
     assert done.fatal is None, done.fatal
     rwx = {"nfs"} if shared else set()
     jobs = {
@@ -447,7 +437,7 @@ def test_a_new_download_beside_a_running_engine_goes_to_its_node() -> None:
     cluster = _cluster(4, 2, False)
     xr = _claim(replicas=1)
     first = _run(xr, cluster)
-    done = _run(xr, cluster, _fetched(first))
+    done = _run(xr, cluster, fetched(first))
     runtime_key = next(k for k in done.resources if k.startswith(RUNTIME))
     running = copy.deepcopy(done.resources[runtime_key])
     manifest = running["spec"]["forProvider"]["manifest"]
@@ -455,7 +445,7 @@ def test_a_new_download_beside_a_running_engine_goes_to_its_node() -> None:
     moved = copy.deepcopy(xr)
     moved["spec"]["parameters"]["engine"] = {"revision": "0123456789abcdef0123456789abcdef01234567"}
     claim_key = next(k for k in done.resources if k.startswith(CACHE))
-    holding = _run(moved, cluster, {runtime_key: running, claim_key: _fetched(first)[claim_key]})
+    holding = _run(moved, cluster, {runtime_key: running, claim_key: fetched(first)[claim_key]})
     assert holding.fatal is None, holding.fatal
     objects = unwrap(list(holding.resources.values()))
     job = next(o for o in objects if o["kind"] == "Job")
@@ -566,7 +556,7 @@ def test_no_claim_shares_a_read_write_once_cache_across_nodes(
     if first.fatal is not None:
         assert "Traceback" not in first.fatal
         return
-    done = _run(xr, cluster, _fetched(first))
+    done = _run(xr, cluster, fetched(first))
     assert done.fatal is None, done.fatal
     rwx = {"nfs"} if shared else set()
     if storage.get("accessMode") == "ReadWriteMany" and storage.get("className"):

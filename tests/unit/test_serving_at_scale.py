@@ -16,6 +16,7 @@ from conftest import (
     EXAMPLES,
     control_plane,
     engine_image,
+    fetched,
     load_yaml,
     ready_object,
     settle,
@@ -26,7 +27,7 @@ from dot_inference.apiserver import validate_objects
 from function.cluster import ledger
 from function.cluster.peers import REQUIREMENT as PEERS
 from function.compose import compose
-from function.keys import CACHE, FETCH, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
+from function.keys import CACHE, RUNTIME, SCALER, SIMULATOR, SIMULATOR_SERVICE
 from function.outcome import Inputs, Outcome
 from function.policy import simulator_cli as simulator
 
@@ -99,17 +100,6 @@ def manifest(out: Outcome, base: str) -> dict[str, Any]:
 def cond(out: Outcome, typ: str) -> tuple[str, str, str]:
     c = next(c for c in out.conditions if c.type == typ)
     return c.status, c.reason, c.message
-
-
-def fetched(out: Outcome) -> dict[str, Any]:
-    """What a finished download looks like to the next reconcile: the Job succeeded, and the
-    cache claim it wrote to exists."""
-    key = next(k for k in out.resources if k.startswith(FETCH))
-    claim = next(k for k in out.resources if _base(k) == CACHE)
-    return {
-        key: {"status": {"atProvider": {"manifest": {"status": {"succeeded": 1}}}}},
-        claim: {"status": {"atProvider": {"manifest": manifest(out, CACHE)}}},
-    }
 
 
 def valid(out: Outcome) -> None:
