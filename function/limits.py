@@ -89,5 +89,6 @@ RESERVED_ENV_PREFIXES: tuple[str, ...] = tuple(_DATA["engine"]["reservedEnvPrefi
 # How many extraArgs and env entries a claim's engine takes.
 MAX_EXTRA_ARGS: int = int(_DATA["engine"]["maxExtraArgs"])
 MAX_ENV: int = int(_DATA["engine"]["maxEnv"])
+MAX_PULL_SECRETS: int = int(_DATA["engine"]["maxPullSecrets"])
 # spec.parameters.backend, the default first.
 BACKENDS: tuple[str, ...] = tuple(_DATA["backends"]["names"])

@@ -8,16 +8,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from function.limits import MAX_ENV, MAX_EXTRA_ARGS
+from function.limits import MAX_ENV, MAX_EXTRA_ARGS, MAX_PULL_SECRETS
 from function.policy import engine_args, vllm_cli
 from function.policy import simulator_cli as simulator
 from function.spec_fields import (
     DNS_SUBDOMAIN,
-    SECRET_KEY,
     P,
     SecretRef,
     SpecError,
     boolean,
+    secret_ref,
     short,
 )
 
@@ -247,10 +247,6 @@ def _memory_settings(args: list[str]) -> dict[str, Any]:
     return out
 
 
-# engine.imagePullSecrets: at most this many (the schema's maxItems).
-MAX_PULL_SECRETS = 8
-
-
 def _secret_key_ref(item: dict[str, Any], f: str) -> SecretRef:
     """env[i].valueFrom: a secretKeyRef (name and key) only, with no literal value beside it."""
     source = item.get("valueFrom")
@@ -262,19 +258,9 @@ def _secret_key_ref(item: dict[str, Any], f: str) -> SecretRef:
             f"{f}: a variable has a value or valueFrom.secretKeyRef {{name, key}} (a Secret "
             "of the claim's namespace), nothing else",
         )
-    found = SecretRef(name=ref.get("name"), key=ref.get("key"))  # type: ignore[arg-type]
-    if not isinstance(found.name, str) or not DNS_SUBDOMAIN.match(found.name):
-        raise SpecError(
-            f"{f}.valueFrom.secretKeyRef.name",
-            found.name,
-            f"{f}.valueFrom.secretKeyRef.name: {short(found.name)} is not a Secret name",
-        )
-    if not isinstance(found.key, str) or not SECRET_KEY.match(found.key):
-        raise SpecError(
-            f"{f}.valueFrom.secretKeyRef.key",
-            found.key,
-            f"{f}.valueFrom.secretKeyRef.key: {short(found.key)} is not a Secret key",
-        )
+    # The key has no default here: the schema requires it, and "" is no Secret key.
+    found = secret_ref(source, "secretKeyRef", "", where=f"{f}.valueFrom")
+    assert found is not None  # checked above
     return found
 
 

@@ -99,7 +99,9 @@ def serving(child: Mapping[str, Any] | None) -> tuple[bool, int]:
     return condition_true(dict(child), "Serving"), ready
 
 
-# How much of a placement's own words its parent quotes.
+# How much of a placement's own words its parent quotes (a choice, not an upstream limit):
+# enough for a refusal's field, value and the start of its fix, while a parent with several
+# placements keeps a readable Serving condition; the whole of it is on the placement itself.
 WHY_NOT_CHARS = 400
 
 

@@ -377,9 +377,9 @@ def problems(
                     f"{where}: {name} holds a credential and a literal value is readable in the "
                     f"LLMInference, its VLLMRuntime and status. Keep credentials in Secrets: "
                     f"{P}.hfTokenSecretRef (Hugging Face), {P}.apiKeySecretRef (vLLM's API "
-                    f"key), {where}.valueFrom.secretKeyRef for any other (not with backend "
-                    "productionStack: the pinned operator's VLLMRuntime takes literal "
-                    "variables only)",
+                    f"key), {where}.valueFrom.secretKeyRef for any other (with backend llmd "
+                    "or a replica over several nodes: a one-node production-stack engine's "
+                    "pinned VLLMRuntime takes literal variables only)",
                 )
             )
     return out

@@ -163,18 +163,24 @@ def _pod_templates(composed: list[dict[str, Any]]) -> list[tuple[str, dict[str, 
 ENGINE_PODS = ("engine", "llm-d-engine")
 
 
-@pytest.mark.parametrize(("xr", "required"), [c[1:] for c in CLAIMS], ids=[c[0] for c in CLAIMS])
+MODELS = [c for c in CLAIMS if c[1]["kind"] == "LLMInference"]
+
+
+@pytest.mark.parametrize(("xr", "required"), [c[1:] for c in MODELS], ids=[c[0] for c in MODELS])
 def test_the_scale_selector_selects_one_engine_pod_per_replica(
     xr: dict[str, Any], required: list[dict[str, Any]]
 ) -> None:
     """status.replicas.selector is what /scale gives an autoscaler (the XRD's
     labelSelectorPath): it selects the engine's pods, a multi-node replica's leader only, and
-    nothing else the claim composes (its download Jobs, a picker, a replica's workers)."""
-    if xr["kind"] != "LLMInference":
-        return
+    nothing else the claim composes (its download Jobs, a picker, a replica's workers). Only
+    a claim whose replicas are no pods of its own has none: a placed one (each placement has
+    its own) and a disaggregated one (each side has its own)."""
     result = render.render_in_package(PKG, xr, required=required)
+    assert result.fatal is None, result.fatal
     selector = ((result.xr.get("status") or {}).get("replicas") or {}).get("selector")
     if selector is None:
+        params = xr["spec"]["parameters"]
+        assert "placement" in params or "disaggregation" in params, "no selector"
         return
     wanted = dict(term.split("=", 1) for term in selector.split(","))
     pods = _pod_templates(result.composed)
