@@ -46,6 +46,7 @@ from function.plan.disaggregation import RolePlan, plan_disaggregated
 from function.plan.fit import plan_model, plan_simulated
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import behind_router, check_host, check_served_names, check_shared_host
+from function.policy.weights import check_source
 from function.spec import LLMSpec, P, SpecError, parse
 from function.status import (
     endpoint_url,
@@ -55,6 +56,7 @@ from function.status import (
     readiness,
     replicas_status,
     serving_condition,
+    weights_status,
 )
 
 
@@ -142,6 +144,7 @@ def check_claim(where: Where, inputs: Inputs, out: Outcome) -> None:
     check_host(spec, target, where.others, where.created)
     check_shared_host(spec, target, inputs, out, where.created)
     check_kv_endpoints(spec, target)
+    check_source(spec, target)
     check_keda(spec, target)
     check_latency_target(spec, target)
     if spec.llmd and target.llmd_gateway is None:
@@ -241,6 +244,8 @@ def status(
     url = endpoint_url(spec, target, engine.service or engine.name)
     out.status = plan_status(spec, sized.facts, sized.plan, sized.source, engine, url)
     out.status["plan"] |= {"backend": backend}
+    if spec.source is not None and not spec.engine.simulate:
+        out.status["plan"]["weights"] = weights_status(spec, sized.source, out)
     out.status["plan"] |= out.status_extra
     out.status["replicas"] = replicas_status(inputs, target, engine, count)
     if out.llmd is not None:

@@ -62,9 +62,17 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
     xr = struct_to_dict(req.observed.composite.resource)
     observed = {name: struct_to_dict(r.resource) for name, r in req.observed.resources.items()}
     fn_input = struct_to_dict(req.input) if req.HasField("input") else {}
-    image, simulator_image, llmd_image, picker, sidecar = (
+    image, simulator_image, llmd_image, picker, sidecar, s3_tool, copy_tool = (
         _image(fn_input, k)
-        for k in ("engine", "simulator", "llmdEngine", "endpointPicker", "routingSidecar")
+        for k in (
+            "engine",
+            "simulator",
+            "llmdEngine",
+            "endpointPicker",
+            "routingSidecar",
+            "s3Tool",
+            "copyTool",
+        )
     )
     required = {
         name: [_required(name, i.resource) for i in req.required_resources[name].items]
@@ -83,6 +91,8 @@ def inputs_from(req: fnv1.RunFunctionRequest) -> Inputs:
         llmd_engine_image=llmd_image,
         picker_image=picker,
         sidecar_image=sidecar,
+        s3_tool_image=s3_tool,
+        copy_tool_image=copy_tool,
         required=required,
     )
 
@@ -101,7 +111,8 @@ def _required(name: str, struct: structpb.Struct) -> dict[str, Any]:
 
 def _image(fn_input: dict, key: str) -> str | None:
     """The image the Composition's input pins under `key` (`engine`, `simulator`, and for
-    the llm-d backend `llmdEngine`, `endpointPicker`, `routingSidecar`)."""
+    the llm-d backend `llmdEngine`, `endpointPicker`, `routingSidecar`; for weights from a
+    source `s3Tool` and `copyTool`)."""
     section = fn_input.get(key) if isinstance(fn_input.get(key), dict) else {}
     image = section.get("image")
     return image if isinstance(image, str) and image else None

@@ -24,6 +24,8 @@ ENV_SECRET = "secret-env"
 
 
 PULL_SECRET = "secret-pull"
+# spec.parameters.source.credentialsSecretRef's keys, each copied to another cluster.
+SOURCE_SECRET = "secret-source"
 
 
 CACHE = "model-cache"

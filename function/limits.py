@@ -92,3 +92,15 @@ MAX_ENV: int = int(_DATA["engine"]["maxEnv"])
 MAX_PULL_SECRETS: int = int(_DATA["engine"]["maxPullSecrets"])
 # spec.parameters.backend, the default first.
 BACKENDS: tuple[str, ...] = tuple(_DATA["backends"]["names"])
+
+# An OCI image reference with a registry, a repository and a tag or digest.
+IMAGE_REFERENCE = re.compile(_DATA["imageReference"]["pattern"])
+# spec.parameters.source: the forms of its uri (s3://, pvc://; oci:// is IMAGE_REFERENCE after
+# the scheme), its endpoint and region, and their lengths.
+_SOURCE = _DATA["modelSource"]
+SOURCE_S3 = re.compile(_SOURCE["s3Pattern"])
+SOURCE_PVC = re.compile(_SOURCE["pvcPattern"])
+SOURCE_MAX_LENGTH: int = int(_SOURCE["maxLength"])
+SOURCE_ENDPOINT = re.compile(_SOURCE["endpointPattern"])
+SOURCE_ENDPOINT_MAX_LENGTH: int = int(_SOURCE["endpointMaxLength"])
+SOURCE_REGION = re.compile(_SOURCE["regionPattern"])

@@ -53,6 +53,10 @@ class Inputs:
     llmd_engine_image: str | None = None
     picker_image: str | None = None
     sidecar_image: str | None = None
+    # The pinned images that copy weights from spec.parameters.source: the AWS CLI (s3://) and
+    # busybox (pvc://); function/backends/weights.py.
+    s3_tool_image: str | None = None
+    copy_tool_image: str | None = None
     # requirement name -> resources Crossplane found; a name absent here was not asked yet.
     required: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # What the Hugging Face Hub said about a model the catalog lacks (fn.py asks, hub.py

@@ -47,6 +47,7 @@ from function.spec_serving import (
     parse_backend,
     parse_replicas,
 )
+from function.spec_source import WeightSource, parse_source
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -94,6 +95,8 @@ class LLMSpec:
     # spec.parameters.parallelism.expert: expert parallelism for a mixture of experts (None:
     # the function chooses, function/model/expert_parallel.py)
     expert_parallel: bool | None = None
+    # spec.parameters.source: the weights from S3, a claim or an image (None: the Hub)
+    source: WeightSource | None = None
 
     @property
     def llmd(self) -> bool:
@@ -310,6 +313,15 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
             "token), so vLLM could not download the adapters; remove apiKeySecretRef to "
             "serve adapters",
         )
+    source = parse_source(params)
+    if source is not None and engine.revision is not None:
+        raise SpecError(
+            f"{P}.engine.extraArgs",
+            engine.revision,
+            f"{P}.engine.extraArgs: --revision {engine.revision} names a revision of the "
+            f"Hugging Face repository, but the weights come from {P}.source ({source.uri}), "
+            "which has none; remove --revision, or point source at the revision's files",
+        )
     return LLMSpec(
         name=name,
         namespace=namespace,
@@ -334,6 +346,7 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         kv_cache=parse_kv_cache(params),
         adapters=adapters,
         expert_parallel=_expert_parallel(params),
+        source=source,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from function.backends.base import Engine
 from function.backends.resources import PART_OF
+from function.backends.weights import weights_path
 from function.cluster.target import Target, dig
 from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME
 from function.model import catalog, sizing
@@ -306,3 +307,27 @@ def observed_count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+FACTS_FROM = {
+    "catalog": "the model catalog's entry for {model}",
+    "hub": "the Hugging Face Hub's config.json of {model}",
+    "estimated": "an estimate from the name {model}",
+    "unknown": "nothing: {model} is unknown, so only the GPU count asked for is used",
+}
+
+
+def weights_status(spec: LLMSpec, facts_source: str, out: Outcome) -> dict[str, Any]:
+    """status.plan.weights: where the weights come from (spec.parameters.source), where vLLM
+    reads them, and that the plan was sized from the model's id, not from them."""
+    assert spec.source is not None
+    facts = FACTS_FROM.get(facts_source, facts_source + " ({model})").format(model=spec.model)
+    job = out.status_extra.get("cache", {}).get("downloadJob")
+    return {
+        "source": spec.source.uri,
+        "path": weights_path(spec.source),
+        **({"copiedBy": f"Job {job}"} if job else {}),
+        "facts": f"sized from {facts}, taken as the architecture of the weights in "
+        f"{spec.source.uri}; the function does not read them (they are reached from the "
+        "cluster), so they must be that model or a fine-tune of it",
+    }

@@ -79,6 +79,12 @@ def llmd_images() -> dict[str, str]:
     }
 
 
+def weight_tools() -> dict[str, str]:
+    """The pinned images that copy weights from spec.parameters.source, as Inputs take them."""
+    step = composition_input()
+    return {"s3_tool_image": step["s3Tool"]["image"], "copy_tool_image": step["copyTool"]["image"]}
+
+
 def no_credentials(namespace: str = "a-team") -> dict[str, list[Any]]:
     """What Crossplane lists of a namespace's credential holders (InferenceClusters,
     ProviderConfigs; function/policy/credentials.py) when there are none: a test that hands

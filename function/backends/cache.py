@@ -4,32 +4,24 @@ the fetch Job that fills them, and the ModelCache condition."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 from function import kube
-from function.backends import cache_objects
+from function.backends import cache_objects, weights
 from function.backends.base import Fetch
 from function.backends.common import place
+from function.backends.weights import Fill
 from function.cluster.target import Target, dig
 from function.keys import CACHE, FETCH, SHARED_CACHE
 from function.model import catalog, sizing
 from function.outcome import Condition, Inputs, Outcome, observed_manifest
 from function.plan import scaling, storage
-from function.policy.secrets import Secrets
 from function.spec import LLMSpec, P, SpecError
 
 
-def fetch_job(
-    spec: LLMSpec,
-    target: Target,
-    name: str,
-    image: str,
-    hf_token: tuple[str, str] | None,
-    inputs: Inputs,
-) -> Fetch:
+def fetch_job(spec: LLMSpec, target: Target, name: str, fill: Fill, inputs: Inputs) -> Fetch:
     remote = target.provider_config is not None
-    job = cache_objects.fetch_job_name(name, spec.model, image, hf_token, spec.engine.revision)
+    job = cache_objects.fetch_job_name(name, fill.identity)
     key = f"{FETCH}-{job.rsplit('-', 1)[-1]}{target.suffix}"
     status = dig(observed_manifest(inputs.observed.get(key), remote), "status")
     succeeded = dig(status, "succeeded")
@@ -159,17 +151,15 @@ def place_cache(
     key: str,
     suffix: str,
     claim: str,
-    image: str,
-    hf_token: tuple[str, str] | None,
+    fill: Fill,
     cache: storage.CachePlan,
     layout: storage.Layout,
     fetch: Fetch | None,
     out: Outcome,
     colocate: bool = False,
-    pull_secrets: Sequence[str] = (),
 ) -> None:
-    """The model-cache claim `claim` and the Job that downloads the model into it (none when
-    `fetch` is None: the engine downloads itself)."""
+    """The model-cache claim `claim` and the Job that fills it (`fill`: from the Hub or the
+    claim's source; none when `fetch` is None: the engine downloads itself)."""
     place(
         spec,
         target,
@@ -196,19 +186,13 @@ def place_cache(
             job_name=fetch.job,
             namespace=target.namespace,
             model=spec.model,
-            image=image,
-            hf_token=hf_token,
+            container=weights.fill_container(fill, name="fetch", **weights.fill_resources()),
+            volumes=fill.volumes,
             node_selector=target.node_selector,
             tolerations=target.tolerations or None,
             deadline_seconds=cache.download_deadline_s,
-            requests={
-                "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
-                "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
-            },
-            memory_limit=sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
-            revision=spec.engine.revision,
             colocate=colocate,
-            pull_secrets=pull_secrets,
+            pull_secrets=fill.pull_secrets,
         ),
         out,
         suffix=f"fetch-{fetch.job.rsplit('-', 1)[-1]}",
@@ -240,8 +224,7 @@ def many_pods_cache(
     pods: int,
     facts: catalog.ModelFacts | None,
     plan: sizing.Plan,
-    image: str,
-    secrets: Secrets,
+    fill: Fill,
     inputs: Inputs,
     out: Outcome,
 ) -> tuple[storage.Layout, storage.CachePlan, SharedCache | None]:
@@ -265,21 +248,8 @@ def many_pods_cache(
     if layout.mode != "shared":
         return layout, cache, None
     claim = kube.dns_label(f"{spec.name}-cache")
-    fetch = fetch_job(spec, target, claim, image, secrets.hf_token, inputs)
-    place_cache(
-        spec,
-        target,
-        SHARED_CACHE,
-        "shared-cache",
-        claim,
-        image,
-        secrets.hf_token,
-        cache,
-        layout,
-        fetch,
-        out,
-        pull_secrets=secrets.pull,
-    )
+    fetch = fetch_job(spec, target, claim, fill, inputs)
+    place_cache(spec, target, SHARED_CACHE, "shared-cache", claim, fill, cache, layout, fetch, out)
     return layout, cache, SharedCache(claim, fetch)
 
 
@@ -299,19 +269,19 @@ def shared_cache_status(
             "ModelCache",
             "False",
             "DownloadFailed",
-            f"{job} could not download {spec.model}: {shared.fetch.failed}. Fix the cause (a "
-            f"gated model needs {P}.hfTokenSecretRef) and delete the Job to run it again",
+            f"{job} could not download {what(spec)}: {shared.fetch.failed}. Fix the cause "
+            f"({hint(spec)}) and delete the Job to run it again",
         )
     elif shared.fetch.done:
         condition = Condition(
-            "ModelCache", "True", "Cached", f"{spec.model} is in {claim}, which every pod reads"
+            "ModelCache", "True", "Cached", f"{what(spec)} is in {claim}, which every pod reads"
         )
     else:
         condition = Condition(
             "ModelCache",
             "False",
             "Downloading",
-            f"{job} is downloading {spec.model} into {claim} ({layout.class_name}, "
+            f"{job} is downloading {what(spec)} into {claim} ({layout.class_name}, "
             f"{storage.quantity(cache.size_gib)}), deadline {cache.download_deadline_s} s; "
             "the pods start once it has",
         )
@@ -341,6 +311,25 @@ def claim_templates(value: Any) -> list[dict[str, Any]]:
     return []
 
 
+def what(spec: LLMSpec) -> str:
+    """What the download Job fetches, as messages name it."""
+    return spec.model if spec.source is None else f"{spec.model} from {spec.source.uri}"
+
+
+def hint(spec: LLMSpec) -> str:
+    """The usual cause of a failed download, and its fix."""
+    if spec.source is None:
+        return f"a gated model needs {P}.hfTokenSecretRef"
+    return {
+        "s3": f"a private bucket needs {P}.source.credentialsSecretRef; the prefix must hold "
+        "config.json",
+        "pvc": f"the claim must exist in {spec.namespace} and be mountable read-only; the path "
+        "must hold config.json",
+        "oci": "a private image needs engine.imagePullSecrets; the image must hold the model "
+        "under /models, with config.json, and a shell",
+    }[spec.source.scheme]
+
+
 def cache_condition(
     spec: LLMSpec,
     target: Target,
@@ -360,9 +349,9 @@ def cache_condition(
                 "ModelCache",
                 "False",
                 "DownloadFailed",
-                f"{job} could not download {spec.model}: {fetch.failed}. Fix the cause (a gated "
-                f"model needs {P}.hfTokenSecretRef; a full volume needs {P}.storage.size) and "
-                f"delete the Job to run it again",
+                f"{job} could not download {what(spec)}: {fetch.failed}. Fix the cause "
+                f"({hint(spec)}; a full volume needs {P}.storage.size) and delete the Job to run "
+                "it again",
             )
         )
     elif fetch.done:
@@ -371,11 +360,11 @@ def cache_condition(
                 "ModelCache",
                 "True",
                 "Cached",
-                f"{spec.model} is in {claim}; the engine starts in about {cache.start_s} s "
+                f"{what(spec)} is in {claim}; the engine starts in about {cache.start_s} s "
                 f"(reading at {cache.load_rate_mib_s:g} MiB/s), within the operator's "
                 f"{cache.startup_budget_s} s startup probe"
                 if cache.fits_startup_budget
-                else f"{spec.model} is in {claim}",
+                else f"{what(spec)} is in {claim}",
             )
         )
     else:
@@ -385,7 +374,7 @@ def cache_condition(
                 "ModelCache",
                 "False",
                 "Downloading",
-                f"{job} is downloading {spec.model} ({size}) into {claim}, deadline "
+                f"{job} is downloading {what(spec)} ({size}) into {claim}, deadline "
                 f"{cache.download_deadline_s} s"
                 + ("; the model served until now keeps serving" if holding else ""),
             )

@@ -11,7 +11,6 @@ from typing import Any
 
 from function.backends.resources import GPU_TOLERATION, engine_affinity, labels, object_metadata
 from function.plan import model_fetch
-from function.policy.engine import ENGINE_SECRET_ENV
 
 # The model cache volume inside the engine and the download Job: the Hugging Face cache
 # (weights) and vLLM's own cache (torch.compile, CUDA graphs) live there.
@@ -75,17 +74,10 @@ def _cache_claim_spec(
     }
 
 
-def fetch_job_name(
-    name: str,
-    model: str,
-    image: str,
-    hf_token: tuple[str, str] | None,
-    revision: str | None = None,
-) -> str:
-    """The download Job's name: a digest of what it downloads with, so a change runs a new
-    Job (a Job's template cannot change)."""
-    what = [model, image, hf_token] + ([revision] if revision else [])
-    digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:8]
+def fetch_job_name(name: str, identity: Sequence[Any]) -> str:
+    """The download Job's name: a digest of what it downloads with (function/backends/
+    weights.py Fill.identity), so a change runs a new Job (a Job's template cannot change)."""
+    digest = hashlib.sha256(json.dumps(list(identity)).encode()).hexdigest()[:8]
     return f"{name[:47].rstrip('-')}-fetch-{digest}"
 
 
@@ -95,35 +87,20 @@ def model_fetch_job(
     job_name: str,
     namespace: str,
     model: str,
-    image: str,
-    hf_token: tuple[str, str] | None,
+    container: Mapping[str, Any],
+    volumes: Sequence[Mapping[str, Any]],
     node_selector: Mapping[str, str] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
     deadline_seconds: int,
-    requests: Mapping[str, str],
-    memory_limit: str,
-    revision: str | None = None,
     colocate: bool = False,
     pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A Job that downloads `model` (at `revision`, the one the engine's --revision names)
-    into the cache claim `name`, on the GPU pool (so a zonal
-    volume lands where the engine can run), next to the engine's pod when one runs (a
-    ReadWriteOnce volume attaches to one node): required when `colocate` (an engine mounts the
-    ReadWriteOnce claim now, so the Job could run nowhere else), preferred otherwise."""
-    env: list[dict[str, Any]] = [
-        {"name": k, "value": v} for k, v in CACHE_ENV if k == "HF_HOME"
-    ] + [
-        # hf_xet keeps a chunk cache (10 GB by default) under HF_HOME: not on the cache volume.
-        {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
-    ]
-    if hf_token:
-        env.append(
-            {
-                "name": "HF_TOKEN",
-                "valueFrom": {"secretKeyRef": {"name": hf_token[0], "key": hf_token[1]}},
-            }
-        )
+    """A Job whose `container` (function/backends/weights.py) fills the cache claim `name`
+    (reading `volumes` beside it), on the GPU pool (so a zonal volume lands where the engine
+    can run), next to the engine's pod when one runs (a ReadWriteOnce volume attaches to one
+    node): required when `colocate` (an engine mounts the ReadWriteOnce claim now, so the Job
+    could run nowhere else), preferred otherwise. `pull_secrets`: its image's registry
+    credentials."""
     metadata = object_metadata(job_name, namespace, model, component="model-fetch")
     # Deleted in the foreground whoever deletes it: provider-kubernetes deletes with the API's
     # default propagation, which for batch/v1 Jobs orphans the pods, and a scheduled orphan
@@ -169,24 +146,12 @@ def model_fetch_job(
                         },
                     },
                     "tolerations": [dict(t) for t in (tolerations or [GPU_TOLERATION])],
-                    "containers": [
-                        {
-                            "name": "fetch",
-                            "image": image,
-                            "command": [ENGINE_PYTHON, "-c", FETCH_SCRIPT, model]
-                            + ([revision] if revision else []),
-                            "env": env,
-                            "resources": {
-                                "requests": dict(requests),
-                                "limits": {"memory": memory_limit},
-                            },
-                            "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
-                        }
-                    ],
+                    "containers": [dict(container)],
                     "volumes": [
-                        {"name": "model-cache", "persistentVolumeClaim": {"claimName": name}}
+                        {"name": "model-cache", "persistentVolumeClaim": {"claimName": name}},
+                        *(dict(v) for v in volumes),
                     ],
-                    # It runs the engine's image, which may be private.
+                    # Its image may be private (the engine's, a modelcar).
                     **(
                         {"imagePullSecrets": [{"name": n} for n in pull_secrets]}
                         if pull_secrets
@@ -195,31 +160,6 @@ def model_fetch_job(
                 },
             },
         },
-    }
-
-
-def model_fetch_container(
-    *,
-    image: str,
-    python: str,
-    fetch_args: Sequence[str],
-    fetch_requests: Mapping[str, str],
-    fetch_memory_limit: str,
-    secrets: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
-    """The init container that downloads the model into the pod's cache (resumable,
-    function/plan/model_fetch.py), with the engine image's own Python and Hugging Face client."""
-    return {
-        "name": "model-fetch",
-        "image": image,
-        "command": [python, "-c", FETCH_SCRIPT, *fetch_args],
-        "env": [
-            {"name": "HF_HOME", "value": dict(CACHE_ENV)["HF_HOME"]},
-            {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"},
-            *(dict(s) for s in secrets if s["name"] == ENGINE_SECRET_ENV),
-        ],
-        "resources": {"requests": dict(fetch_requests), "limits": {"memory": fetch_memory_limit}},
-        "volumeMounts": [{"name": "model-cache", "mountPath": CACHE_MOUNT}],
     }
 
 

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from function import kube
-from function.backends import pods, resources
+from function.backends import pods, resources, weights
 from function.cluster.target import CLUSTER_KIND, Target, dig
 from function.keys import (
     API_KEY,
@@ -20,6 +20,7 @@ from function.keys import (
     NAMESPACE,
     PULL_SECRET,
     SCALER,
+    SOURCE_SECRET,
 )
 from function.model import catalog, sizing
 from function.model.facts import hf_token_ref
@@ -45,11 +46,13 @@ def copy_secrets(
     wanted = {HF_TOKEN: hf_token_ref(spec, facts), API_KEY: spec.api_key_secret}
     fields = {HF_TOKEN: f"{P}.hfTokenSecretRef", API_KEY: f"{P}.apiKeySecretRef"}
     engine_env, pull = engine_secrets(spec, target, inputs, out)
+    source_env = source_secrets(spec, target, inputs, out)
     if target.provider_config is None:
         return Secrets(
             *((ref.name, ref.key) if ref else None for ref in (wanted[HF_TOKEN], wanted[API_KEY])),
             engine_env=engine_env,
             pull=pull,
+            source_env=source_env,
         )
     placed: dict[str, tuple[str, str] | None] = {}
     for kind, ref in wanted.items():
@@ -71,7 +74,31 @@ def copy_secrets(
         copy_name = kube.dns_label(f"{spec.name}-{kind}")
         place_copy(spec, target, kind, ref, copy_name, out)
         placed[kind] = (copy_name, ref.key)
-    return Secrets(placed[HF_TOKEN], placed[API_KEY], engine_env, pull)
+    return Secrets(placed[HF_TOKEN], placed[API_KEY], engine_env, pull, source_env)
+
+
+def source_secrets(
+    spec: LLMSpec, target: Target, inputs: Inputs, out: Outcome
+) -> tuple[tuple[str, tuple[str, str]], ...]:
+    """spec.parameters.source's S3 access key as the download Job reads it, each half checked
+    and (on another cluster) copied like engine.env's Secrets."""
+    creds = spec.source.credentials if spec.source is not None else None
+    if creds is None:
+        return ()
+    field = f"{P}.source.credentialsSecretRef"
+    remote = target.provider_config is not None
+    env = []
+    for i, (var, ref) in enumerate(
+        (
+            ("AWS_ACCESS_KEY_ID", creds.access_key_id),
+            ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key),
+        )
+    ):
+        name = _engine_secret(
+            spec, target, inputs, out, SOURCE_SECRET, i, ref, field, False, "the download waits"
+        )
+        env.append((var, (name if remote else ref.name, ref.key)))
+    return tuple(env)
 
 
 def engine_secrets(
@@ -107,6 +134,7 @@ def _engine_secret(
     ref: SecretRef,
     field: str,
     pull: bool,
+    without: str = "the engine's pods wait for it",
 ) -> str:
     """Fetch and check the Secret `ref`; on another cluster, copy it there (once fetched):
     the name the pods read it by."""
@@ -118,7 +146,7 @@ def _engine_secret(
         target,
         inputs,
         out,
-        "the engine's pods wait for it",
+        without,
         pull=pull,
     )
     copy_name = kube.dns_label(f"{spec.name}-{kind}-{index}")
@@ -361,7 +389,6 @@ def pod_cache_fill(spec: LLMSpec, cache: storage.CachePlan) -> dict[str, Any]:
     take to start: twice the estimated start (weights read at the stated rate plus
     storage.ENGINE_INIT_S), since the init container has downloaded before the probes run."""
     return {
-        "fetch_args": [spec.model, *([spec.engine.revision] if spec.engine.revision else [])],
         "fetch_requests": {
             "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
             "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
@@ -381,7 +408,7 @@ def serve_args(
 ) -> list[str]:
     """`vllm serve` for such a pod, from the plan."""
     return pods.vllm_serve_args(
-        model=spec.model,
+        model=weights.engine_model(spec),
         tensor_parallel=plan.tensor_parallel_size,
         nodes=plan.nodes,
         pipeline=plan.pipeline_parallel_size,

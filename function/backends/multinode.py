@@ -13,7 +13,6 @@ from function.backends.cache import many_pods_cache, per_pod_cache_status, share
 from function.backends.cache_objects import (
     CACHE_MOUNT,
     ENGINE_PYTHON,
-    model_fetch_container,
     per_pod_caches,
     with_shared_cache,
 )
@@ -45,6 +44,7 @@ from function.backends.resources import (
     labels,
     object_metadata,
 )
+from function.backends.weights import Fill, fill_container, fill_for
 from function.keys import LWS, LWS_SERVICE
 from function.outcome import Condition, Outcome
 from function.plan import storage
@@ -75,6 +75,7 @@ def _lws_pod(
     args: Sequence[str],
     env: Sequence[Mapping[str, Any]],
     fetch: Mapping[str, Any],
+    fill_volumes: Sequence[Mapping[str, Any]],
     gpus: int,
     cpu: str,
     memory: str,
@@ -113,6 +114,7 @@ def _lws_pod(
         tolerations=tolerations,
         runtime_class=runtime_class,
         pull_secrets=pull_secrets,
+        volumes=fill_volumes,
     )
 
 
@@ -133,7 +135,7 @@ def leader_worker_set(
     shm_size: str,
     cache_size: str,
     cache_class: str | None,
-    fetch_args: Sequence[str],
+    fill: Fill,
     fetch_requests: Mapping[str, str],
     fetch_memory_limit: str,
     node_selector: Mapping[str, str] | None,
@@ -159,14 +161,10 @@ def leader_worker_set(
         "image": image,
         "args": args,
         "env": engine_env,
-        "fetch": model_fetch_container(
-            image=image,
-            python=ENGINE_PYTHON,
-            fetch_args=fetch_args,
-            fetch_requests=fetch_requests,
-            fetch_memory_limit=fetch_memory_limit,
-            secrets=secrets,
+        "fetch": fill_container(
+            fill, name="model-fetch", requests=fetch_requests, memory_limit=fetch_memory_limit
         ),
+        "fill_volumes": fill.volumes,
         "gpus": gpus_per_node,
         "cpu": cpu,
         "memory": memory,
@@ -242,16 +240,9 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
     service = kube.dns_label(f"{spec.name}-leader")
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
     remote = target.provider_config is not None
+    fill = fill_for(spec, image, ENGINE_PYTHON, secrets, inputs)
     layout, cache, shared = many_pods_cache(
-        spec,
-        target,
-        plan.nodes * count.asked_high,
-        facts,
-        plan,
-        image,
-        secrets,
-        inputs,
-        out,
+        spec, target, plan.nodes * count.asked_high, facts, plan, fill, inputs, out
     )
     class_name = layout.class_name
     # The group's name: short (its pods' StatefulSets add suffixes and hash labels), never
@@ -302,6 +293,7 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
                 # On a shared cache, no group before the weights are in it.
                 replicas=(None if count.autoscaled else count.low) if ready else 0,
                 shared_claim=shared.claim if shared else None,
+                fill=fill,
                 **pod_cache_fill(spec, cache),
             ),
             out,

@@ -108,15 +108,20 @@ def gpu_pod(
     tolerations: Sequence[Mapping[str, Any]] | None,
     runtime_class: str | None,
     pull_secrets: Sequence[str] = (),
+    volumes: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """A pod spec on the GPU pool: its affinity, tolerations and RuntimeClass, /dev/shm in
-    memory, no Service links, and the registry credentials of a private engine image."""
+    memory, no Service links, the registry credentials of a private engine image, and
+    `volumes` (what its init container fills the cache from)."""
     pod: dict[str, Any] = {
         # A Service named like a vLLM setting (`vllm` makes VLLM_PORT) would break vLLM.
         "enableServiceLinks": False,
         "initContainers": [dict(c) for c in init],
         "containers": [dict(c) for c in containers],
-        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}],
+        "volumes": [
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
+            *(dict(v) for v in volumes),
+        ],
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from function import kube
+from function.backends import weights
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
     cache_condition,
@@ -14,7 +15,7 @@ from function.backends.cache import (
     fetch_job,
     place_cache,
 )
-from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT
+from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT, ENGINE_PYTHON
 from function.backends.common import (
     RUNTIME_SCALE_TARGET,
     cluster_usage,
@@ -78,6 +79,7 @@ def vllm_runtime(
     lmcache_config: Mapping[str, Any] | None = None,
     tensor_parallel: int | None = None,
     pull_secret: str | None = None,
+    model_url: str | None = None,
 ) -> dict[str, Any]:
     """A production-stack `VLLMRuntime` (one replica), shaped for the controller at the
     pinned commit (operator/internal/controller/vllmruntime_controller.go):
@@ -103,11 +105,13 @@ def vllm_runtime(
     - `engine_secret` (name, key): the one Secret the controller gives the engine, as the
       variable `ENGINE_SECRET_ENV` (`model.hfTokenSecret`): the Hugging Face token, or vLLM's
       API key when the claim sets one (the download Job fetched the weights then);
+    - `model_url`: what vLLM loads when it is not `model` (weights copied from the claim's
+      source into the cache: function/backends/weights.py);
     - `pull_secret`: the one registry credential the CRD carries (`image.pullSecretName`),
       which the controller gives the pod as its `imagePullSecrets`.
     """
     registry, image_name = split_image(image)
-    model_spec: dict[str, Any] = {"modelURL": model, "dtype": dtype}
+    model_spec: dict[str, Any] = {"modelURL": model_url or model, "dtype": dtype}
     if max_model_len:
         model_spec["maxModelLen"] = max_model_len
     if tool_call_parser:
@@ -264,7 +268,8 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     layout = cache_layout(spec, target, count, inputs)
     cache, claim_gib = cache_plan(spec, target, facts, plan, inputs, layout)
     class_name = layout.class_name
-    fetch = fetch_job(spec, target, name, image, secrets.hf_token, inputs)
+    fill = weights.fill_for(spec, image, ENGINE_PYTHON, secrets, inputs)
+    fetch = fetch_job(spec, target, name, fill, inputs)
     observed_runtime = inputs.observed.get(RUNTIME + target.suffix)
     started = dig(
         observed_manifest(observed_runtime, remote), "spec", "deploymentConfig", "replicas"
@@ -284,14 +289,15 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     )
     # Applied alone, the engine downloads the weights itself (vLLM's own download, into
     # HF_HOME on the claim). Offline behind an API key it cannot: the Job downloads, and the
-    # engine restarts until the weights are there.
-    engine_downloads = inputs.standalone and spec.api_key_secret is None
+    # engine restarts until the weights are there. Weights from a source always come by Job.
+    engine_downloads = inputs.standalone and spec.api_key_secret is None and spec.source is None
     cached = fetch.done or inputs.standalone
     env = list(plan.env) + list(spec.engine.env)
-    if spec.api_key_secret is not None:
+    if spec.api_key_secret is not None or (spec.source is not None and not spec.adapters):
         # The engine's one Secret-sourced variable then holds the API key, not the Hugging
         # Face token: the weights are in the cache (the download Job used the token), so the
-        # engine stays offline.
+        # engine stays offline. Weights from a source need no Hub either (an air-gapped
+        # cluster has none), unless adapters come from it.
         env.append(("HF_HUB_OFFLINE", "1"))
     offload = lmcache(spec, facts, plan, target)
     if offload is not None:
@@ -300,6 +306,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         name=name,
         namespace=target.namespace,
         model=spec.model,
+        model_url=weights.engine_model(spec),
         image=image,
         gpus=plan.gpus,
         tensor_parallel=plan.tensor_parallel_size,
@@ -334,15 +341,13 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         CACHE,
         "model-cache",
         name,
-        image,
-        secrets.hf_token,
+        fill,
         cache,
         layout,
         None if engine_downloads else fetch,
         out,
         # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
         colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
-        pull_secrets=secrets.pull,
     )
     if holding:
         keep_engine(target, RUNTIME, observed_runtime, count.autoscaled, out)

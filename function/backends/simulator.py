@@ -125,6 +125,7 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
         for f, given in (
             (f"{P}.storage", spec.storage.class_name or spec.storage.size_gib),
             (f"{P}.hfTokenSecretRef", spec.hf_token_secret),
+            (f"{P}.source", spec.source),
         )
         if given
     ]

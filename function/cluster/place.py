@@ -28,6 +28,7 @@ from function.plan.disaggregation import pd_roles
 from function.plan.fit import engine_settings
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import check_host, check_served_names
+from function.policy.weights import check_source
 from function.spec import LLMSpec, P, SpecError
 from function.spec_fleet import SPREAD_BY_REGION
 
@@ -102,6 +103,7 @@ def gather(
             # that cluster's router.
             check_tenancy(as_ref, target)
             check_kv_endpoints(as_ref, target)
+            check_source(as_ref, target)
             check_served_names(as_ref, target, others, created, inputs.xr, Outcome())
             check_host(as_ref, target, others, created)
         except SpecError as e:

@@ -85,6 +85,9 @@ class Target:
     # cache a claim may ask for (status.tenancy.kvTransferHosts, .maxModelCacheSize).
     kv_transfer_hosts: tuple[str, ...] = ()
     max_cache_gib: int | None = None
+    # Hosts besides public DNS names a model's weights may come from (an S3 endpoint inside
+    # the cluster or the private network): status.tenancy.modelSourceHosts.
+    model_source_hosts: tuple[str, ...] = ()
     # Its monitoring (status.apps.monitoring, status.monitoring): Prometheus's and Grafana's
     # in-cluster URLs, and the label Grafana's sidecar loads dashboard ConfigMaps by.
     monitoring: Monitoring | None = None
@@ -299,6 +302,7 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
         router_endpoint=endpoint if isinstance(endpoint, str) and endpoint else None,
         control_plane=dig(cluster, "spec", "parameters", "provider") == "local",
         kv_transfer_hosts=_strings(dig(status, "tenancy", "kvTransferHosts")),
+        model_source_hosts=_strings(dig(status, "tenancy", "modelSourceHosts")),
         max_cache_gib=parse_gib(dig(status, "tenancy", "maxModelCacheSize")),
         monitoring=monitoring_of(status),
         cache_server=_cache_server(dig(status, "vllm", "cacheServer")),

@@ -103,7 +103,8 @@ def require_hub_token(spec: LLMSpec, out: Outcome) -> None:
 def hf_token_ref(spec: LLMSpec, facts: catalog.ModelFacts | None) -> SecretRef | None:
     if spec.hf_token_secret is not None:
         return spec.hf_token_secret
-    if facts is not None and facts.gated:
+    # A gated model's weights from another source need no token to download.
+    if facts is not None and facts.gated and spec.source is None:
         return SecretRef(DEFAULT_HF_TOKEN_SECRET, DEFAULT_HF_TOKEN_KEY)
     return None
 

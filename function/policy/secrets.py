@@ -25,6 +25,9 @@ class Secrets:
     engine_env: tuple[tuple[str, tuple[str, str]], ...] = ()
     # engine.imagePullSecrets, by name on the target.
     pull: tuple[str, ...] = ()
+    # spec.parameters.source's S3 access key, as the download reads it: (variable, (Secret,
+    # key)) on the target.
+    source_env: tuple[tuple[str, tuple[str, str]], ...] = ()
 
 
 # Secret types that may be copied to another cluster: only plain (Opaque) ones, never a

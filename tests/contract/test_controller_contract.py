@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, by_base, engine_image, load_yaml, simulator_image
+from conftest import EXAMPLES, by_base, engine_image, load_yaml, simulator_image, weight_tools
 
 from dot_inference.apiserver import validate_objects
 from dot_inference.production_stack_operator import (
@@ -113,6 +113,7 @@ def runtime_of(claim: dict[str, Any], observed: dict[str, Any] | None = None) ->
             simulator_image=simulator_image(),
             required=_required(claim),
             observed=observed or {},
+            **weight_tools(),
         )
     )
     assert out.fatal is None, out.fatal

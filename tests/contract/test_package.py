@@ -7,7 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, PACKAGE, ROOT, composition_input, load_yaml, parse_yaml
+from conftest import (
+    EXAMPLES,
+    PACKAGE,
+    ROOT,
+    composition_input,
+    load_yaml,
+    parse_yaml,
+    weight_tools,
+)
 
 from dot_inference.apiserver import validate_objects
 
@@ -104,6 +112,7 @@ def test_crossplane_may_manage_every_kind_composed_directly() -> None:
                 xr=claim,
                 engine_image=step["engine"]["image"],
                 simulator_image=step["simulator"]["image"],
+                **weight_tools(),
             )
         )
         assert out.fatal is None, out.fatal

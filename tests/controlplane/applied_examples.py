@@ -142,10 +142,48 @@ def engine_secrets() -> list[dict[str, Any]]:
     ]
 
 
+def source_objects() -> list[dict[str, Any]]:
+    """What the examples' comments have a user make for spec.parameters.source: the S3 access
+    key's Secret, and the PersistentVolumeClaim the weights were staged on (placeholders:
+    kwok runs no container, so the copy only has to be scheduled and complete)."""
+    out: list[dict[str, Any]] = []
+    placeholder = base64.b64encode(b"placeholder").decode()
+    for _, d in DOCS:
+        source = (d["spec"].get("parameters") or {}).get("source") or {}
+        uri = source.get("uri", "")
+        if ref := source.get("credentialsSecretRef"):
+            keys = (
+                ref.get("accessKeyIdKey", "AWS_ACCESS_KEY_ID"),
+                ref.get("secretAccessKeyKey", "AWS_SECRET_ACCESS_KEY"),
+            )
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {"name": ref["name"], "namespace": NS},
+                    "data": dict.fromkeys(keys, placeholder),
+                }
+            )
+        if uri.startswith("pvc://"):
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": uri.removeprefix("pvc://").split("/")[0], "namespace": NS},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "20Gi"}},
+                    },
+                }
+            )
+    return out
+
+
 def apply_examples(plane: Plane, kube: Kube) -> list[dict[str, Any]]:
     install.namespace(kube, NS)
-    for secret in existing_secrets(plane) + engine_secrets():
-        kube.apply(secret)
+    for obj in existing_secrets(plane) + engine_secrets() + source_objects():
+        kube.apply(obj)
     for _, doc in ORDER:
         kube.apply(doc)
     # Every XR (the examples' and those they compose: a cluster's models, a fleet's

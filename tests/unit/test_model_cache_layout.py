@@ -139,6 +139,10 @@ def attach_problems(
         by_claim.setdefault(m.claim, []).append(m)
     for claim, ms in by_claim.items():
         pvc = claims.get(claim)
+        if pvc is None and claim not in runtimes:
+            # A claim the user staged weights on (spec.parameters.source pvc://), mounted
+            # read-only by the one copy: its modes are the user's (docs/llminference.md).
+            continue
         if pvc is not None:
             modes = pvc["spec"].get("accessModes") or []
             class_name = pvc["spec"].get("storageClassName")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from function import kube
-from function.backends import resources
+from function.backends import resources, weights
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
     SharedCache,
@@ -122,13 +122,15 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         main = (sim, SIMULATOR, ["llm-d-inference-sim", *args])
         roles = []
     remote = target.provider_config is not None
+    # vllm/vllm-openai runs vLLM from its system Python.
+    fill = weights.fill_for(spec, image, "python3", secrets, inputs)
     shared: SharedCache | None = None
     held = False
     if roles:
         # Every role reads the same weights: one shared claim for all of them, or one each.
         pods = sum(r.replicas if r.replicas is not None else count.asked_high for r in roles)
         layout, _, shared = many_pods_cache(
-            spec, target, pods, facts, roles[0].plan, image, secrets, inputs, out
+            spec, target, pods, facts, roles[0].plan, fill, inputs, out
         )
         class_name = layout.class_name
     ready = shared is None or shared.fetch.done
@@ -181,6 +183,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
                 tolerations=target.tolerations or None,
                 runtime_class=target.runtime_class,
                 rdma_resource=target.rdma_resource,
+                fill=fill,
                 **pod_cache_fill(spec, cache),
                 **meta,
             ),

@@ -31,12 +31,12 @@ from typing import Any
 
 from function.backends.cache_objects import (
     CACHE_MOUNT,
-    model_fetch_container,
     per_pod_caches,
     with_shared_cache,
 )
 from function.backends.pods import engine_env_vars, engine_probes, gpu_pod, secret_env_vars
 from function.backends.resources import ENGINE_PORT, MODEL_ANNOTATION, PART_OF
+from function.backends.weights import Fill, fill_container
 from function.policy.llmd_profiles import KEEP_ALIVE_ENV, KEEP_ALIVE_S, data
 
 ROLE_LABEL: str = data()["disaggregation"]["roleLabel"]
@@ -219,7 +219,7 @@ def engine_statefulset(
     shm_size: str,
     cache_size: str,
     cache_class: str | None,
-    fetch_args: Sequence[str],
+    fill: Fill,
     fetch_requests: Mapping[str, str],
     fetch_memory_limit: str,
     node_selector: Mapping[str, str] | None,
@@ -277,14 +277,9 @@ def engine_statefulset(
     if rdma_resource and role in ("prefill", "decode"):
         # RDMA memory registration pins pages (llm-d's RDMA guide, docs/resources/rdma).
         vllm["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    # vllm/vllm-openai runs vLLM from its system Python.
-    fetch = model_fetch_container(
-        image=image,
-        python="python3",
-        fetch_args=fetch_args,
-        fetch_requests=fetch_requests,
-        fetch_memory_limit=fetch_memory_limit,
-        secrets=secrets,
+    # The init container fills the pod's cache (function/backends/weights.py).
+    fetch = fill_container(
+        fill, name="model-fetch", requests=fetch_requests, memory_limit=fetch_memory_limit
     )
     init = [fetch]
     if decode:
@@ -335,6 +330,7 @@ def engine_statefulset(
         tolerations=tolerations,
         runtime_class=runtime_class,
         pull_secrets=pull_secrets,
+        volumes=fill.volumes,
     )
     # No container gets the service account's token but the one that needs it.
     pod["automountServiceAccountToken"] = False
