@@ -200,7 +200,10 @@ CLUSTER_STATE: dict[str, tuple[str, ...]] = {
         "examples/llm-qwen-on-aws.yaml",
     ),
     "examples/state/llm-simulated.yaml": ("examples/cluster-local.yaml",),
-    "examples/state/llm-s3-weights.yaml": ("examples/cluster-local.yaml",),
+    "examples/state/llm-s3-weights.yaml": (
+        "examples/cluster-local.yaml",
+        "examples/llm-simulated.yaml",
+    ),
     "examples/state/llm-kimi-k2-multinode.yaml": ("examples/cluster-multinode.yaml",),
     "examples/state/llm-deepseek-v3-multinode.yaml": ("examples/cluster-multinode.yaml",),
     "examples/state/llm-qwen3-moe.yaml": ("examples/cluster-aws.yaml",),
