@@ -650,9 +650,9 @@ def _fleet(
 def _model_sizes() -> Any:
     """The i-th model of a filling fleet (the catalog's models in turn) as placement sizes
     it: the function's own Sizer, one per model."""
+    from function.claim.spec import LLMSpec
     from function.cluster.place import sizer
     from function.model import catalog_lookup
-    from function.spec import LLMSpec
 
     ids = catalog_lookup.catalog_ids()
     sizers: dict[str, Any] = {}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from function.cluster.target import dig as _get
+from function.kube import dig as _get
 
 HealthCheck = Callable[[dict], bool]
 

@@ -4,7 +4,7 @@
 translates between it and the gRPC messages, so every stage is testable and benchmarkable
 without protobuf:
 
-    inputs  -> LLMSpec   the claim, typed and checked             function/spec.py
+    inputs  -> LLMSpec   the claim, typed and checked             function/claim/spec.py
     target  -> Where     cluster, tenancy, placement, neighbours  function/cluster/
     policy               names, hosts, KV addresses, KEDA         function/policy/
     plan    -> Sized     model facts, sizing, topology            function/model/, plan/
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from function.backends import lmcache as kv_offload
 from function.backends.base import Build, Engine
 from function.backends.registry import backend_for
+from function.claim.spec import LLMSpec, P, SpecError, parse
 from function.cluster import ledger
 from function.cluster.peers import Peer
 from function.cluster.place import place_by_selector
@@ -47,7 +48,6 @@ from function.plan.fit import plan_model, plan_simulated
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import behind_router, check_host, check_served_names, check_shared_host
 from function.policy.weights import check_source
-from function.spec import LLMSpec, P, SpecError, parse
 from function.status import (
     endpoint_url,
     memory_condition,

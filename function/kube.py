@@ -1,5 +1,6 @@
-"""Kubernetes names and objects as Crossplane reads them back: a DNS label from any string,
-and an observed object as the desired one it was (no status, no server-set metadata)."""
+"""Kubernetes names and objects as Crossplane reads them back: a path into an object (`dig`),
+a DNS label from any string, and an observed object as the desired one it was (no status, no
+server-set metadata). It imports nothing of the function: every layer reads it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
+
+
+def dig(obj: Any, *path: str) -> Any:
+    """obj[path[0]][path[1]]..., or None where any step is missing or not a map."""
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 def dns_label(name: str) -> str:

@@ -69,7 +69,11 @@ ALIAS_MAX_ITEMS: int = int(_DATA["servedModelAliases"]["maxItems"])
 # spec.parameters.adapters: how many, the LoRA ranks vLLM accepts, the URL form of a source.
 ADAPTER_MAX_ITEMS: int = int(_DATA["adapters"]["maxItems"])
 LORA_RANKS: tuple[int, ...] = tuple(int(r) for r in _DATA["adapters"]["ranks"])
-ADAPTER_URL = re.compile(_DATA["adapters"]["urlPattern"])
+# The Hub's own URL of a repository, built from the id's pattern (its one home).
+HUB_URL_PREFIX = "https://huggingface.co/"
+ADAPTER_URL = re.compile(
+    "^" + re.escape(HUB_URL_PREFIX) + _DATA["huggingFaceModelId"]["pattern"][1:-1] + "/?$"
+)
 ADAPTER_SOURCE_MAX_LENGTH: int = int(_DATA["adapters"]["sourceMaxLength"])
 # Autoscaling metric -> (default target, largest target), in the order the API lists them.
 AUTOSCALING_METRICS: dict[str, tuple[int, int]] = {

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from function import kube
-from function.cluster.target import dig
+from function.kube import dig
 from function.model.hub import HubAnswer
 
 

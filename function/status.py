@@ -8,15 +8,16 @@ from typing import Any
 from function.backends.base import Engine
 from function.backends.resources import PART_OF
 from function.backends.weights import weights_path
-from function.cluster.target import Target, dig
+from function.claim.spec import LLMSpec
+from function.cluster.target import Target
 from function.keys import CLUSTER_USAGE, FETCH, KEDA_USAGE, RUNTIME
+from function.kube import dig
 from function.model import catalog, sizing
 from function.model.facts import facts_status
 from function.outcome import Condition, Inputs, Outcome, condition_true, observed_manifest
 from function.plan import scaling
 from function.plan.concurrency import max_concurrency
 from function.policy.names import behind_router, llmd_route
-from function.spec import LLMSpec
 
 
 def endpoint_url(spec: LLMSpec, target: Target, service: str) -> str:

@@ -145,7 +145,7 @@ def lws_config(webhook_port: int, metrics: int, health: int, cert_dir: Path) -> 
 
 
 def start_lws(plane: Any, kube: Kube, binary: Path, component: build.Component) -> None:
-    from dot_inference.controlplane.plane import PORTS, _http_ok, say
+    from dot_inference.controlplane.where import PORTS, http_ok, say
 
     say(f"starting the LeaderWorkerSet controller {component.version}")
     # Its other CRD (DisaggregatedSet, which it also watches) from its module; the
@@ -169,7 +169,7 @@ def start_lws(plane: Any, kube: Kube, binary: Path, component: build.Component) 
     )
     plane._wait(
         "lws-controller",
-        lambda: _http_ok(f"http://127.0.0.1:{PORTS['lws-health']}/readyz"),
+        lambda: http_ok(f"http://127.0.0.1:{PORTS['lws-health']}/readyz"),
         60,
         "LeaderWorkerSet controller ready",
     )
@@ -182,7 +182,7 @@ def start_lws(plane: Any, kube: Kube, binary: Path, component: build.Component) 
 
 
 def start_keda(plane: Any, kube: Kube, bins: dict[str, Path], component: build.Component) -> None:
-    from dot_inference.controlplane.plane import PORTS, _http_ok, say
+    from dot_inference.controlplane.where import PORTS, http_ok, say
 
     say(f"starting KEDA's operator {component.version}")
     install.namespace(kube, KEDA_NAMESPACE)
@@ -211,7 +211,7 @@ def start_keda(plane: Any, kube: Kube, bins: dict[str, Path], component: build.C
     )
     plane._wait(
         "keda-operator",
-        lambda: _http_ok(f"http://127.0.0.1:{PORTS['keda-health']}/readyz"),
+        lambda: http_ok(f"http://127.0.0.1:{PORTS['keda-health']}/readyz"),
         90,
         "KEDA's operator ready",
     )
@@ -221,7 +221,7 @@ def start_keda(plane: Any, kube: Kube, bins: dict[str, Path], component: build.C
 
 
 def start_operator_model(plane: Any) -> None:
-    from dot_inference.controlplane.plane import ROOT, say
+    from dot_inference.controlplane.where import ROOT, say
 
     say("starting the production-stack operator's model (VLLMRuntime -> Deployment, status)")
     plane._start(
@@ -244,7 +244,7 @@ def start_operator_model(plane: Any) -> None:
 def start_relay(plane: Any) -> Path | None:
     """The relay on :443 and the hosts file provider-kubernetes' mount namespace takes; None
     where port 443 cannot be had (in-cluster kubeconfigs then cannot connect: a gap)."""
-    from dot_inference.controlplane.plane import PORTS, ROOT
+    from dot_inference.controlplane.where import PORTS, ROOT
 
     if not can_listen(RELAY_PORT):
         return None

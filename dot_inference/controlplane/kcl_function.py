@@ -1,4 +1,4 @@
-"""The stand-in for function-kcl on the control plane: `dot_inference/function_kcl.py` (the
+"""The stand-in for function-kcl on the control plane: `dot_inference/function_kcl/` (the
 offline render's model of function-kcl v0.12.2, over kcl-lib) served over mTLS gRPC with the
 function SDK, as a Crossplane function.
 

@@ -27,48 +27,18 @@ from dot_inference.controlplane import build, controllers, install
 from dot_inference.controlplane.kube import Kube, is_true, wait
 from dot_inference.controlplane.pki import PKI
 from dot_inference.controlplane.procs import Processes, alive
+from dot_inference.controlplane.where import (
+    CROSSPLANE_NAMESPACE,
+    PORTS,
+    PROVIDER_SA,
+    ROOT,
+    SA_DIR,
+    STATE,
+    http_ok,
+    say,
+    tcp_open,
+)
 from dot_inference.pins import pin
-
-ROOT = Path(__file__).resolve().parents[2]
-STATE = ROOT / ".control-plane"
-
-# Loopback ports. provider-kubernetes v1.2.1 binds :8080 (metrics) and :9443 (webhooks) with
-# no flag to move them, so nothing else takes those two.
-PORTS = {
-    "etcd-client": 23790,
-    "etcd-peer": 23800,
-    "etcd-metrics": 23810,
-    "apiserver": 16443,
-    "controller-manager": 10257,
-    "scheduler": 10259,
-    "kwok": 10247,
-    "crossplane-metrics": 18080,
-    "crossplane-health": 18081,
-    "crossplane-webhook": 18443,
-    "provider-kubernetes-health": 18091,
-    "provider-kubernetes-webhook": 9443,
-    "provider-helm-webhook": 18444,
-    "provider-helm-metrics": 18082,
-    "provider-helm-health": 18092,
-    "function-auto-ready": 19441,
-    "function-dot-inference": 19442,
-    "function-kcl": 19443,
-    "lws-webhook": 19450,
-    "lws-metrics": 19451,
-    "lws-health": 19452,
-    "keda-metrics": 19460,
-    "keda-health": 19461,
-    "keda-grpc": 19462,
-}
-CROSSPLANE_NAMESPACE = "crossplane-system"
-# The ServiceAccount provider-kubernetes runs as (its in-cluster identity: a ProviderConfig with
-# InjectedIdentity, which local InferenceClusters compose, acts as it).
-PROVIDER_SA = "provider-kubernetes"
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-def say(message: str) -> None:
-    build.say(message)
 
 
 @dataclass
@@ -304,7 +274,7 @@ class Plane:
         )
         self._wait(
             "crossplane",
-            lambda: _http_ok(f"http://127.0.0.1:{PORTS['crossplane-health']}/readyz"),
+            lambda: http_ok(f"http://127.0.0.1:{PORTS['crossplane-health']}/readyz"),
             90,
             "Crossplane ready",
         )
@@ -393,7 +363,7 @@ class Plane:
         self._start("provider-kubernetes", argv, env=env)
         self._wait(
             "provider-kubernetes",
-            lambda: _http_ok(f"http://127.0.0.1:{PORTS['provider-kubernetes-health']}/readyz"),
+            lambda: http_ok(f"http://127.0.0.1:{PORTS['provider-kubernetes-health']}/readyz"),
             60,
             "provider-kubernetes ready",
         )
@@ -476,7 +446,7 @@ class Plane:
         for name, (argv, _) in servers.items():
             self._start(name, [*argv, f"--tls-certs-dir={certs}"], env=env, cwd=ROOT)
         for name, (_, port) in servers.items():
-            self._wait(name, lambda p=port: _tcp_open(p), 60, f"{name} listening")
+            self._wait(name, lambda p=port: tcp_open(p), 60, f"{name} listening")
         packages = _packages()
         for ref in _function_refs():
             server = (
@@ -592,24 +562,6 @@ def _packages() -> dict[str, str]:
             version = rel.tag
         out[name] = f"{package}:{version}"
     return out
-
-
-def _http_ok(url: str) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=2) as rsp:
-            return rsp.status == 200
-    except OSError:
-        return False
-
-
-def _tcp_open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def main(argv: list[str] | None = None) -> int:

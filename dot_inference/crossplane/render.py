@@ -20,41 +20,59 @@ leans on:
 `dump_stream` prints objects byte-for-byte the way Crossplane's Go YAML serializer does
 (sorted keys in go-yaml order, go-yaml quoting, Go number formatting).
 
+Beside it: which Composition and XRD an XR uses (composition.py), the resources a step
+requires (required.py), and the metadata and conditions of what it prints (composed.py).
+
 Nothing here prints; the CLI (`dot_inference.cli`) does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import importlib
 import inspect
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from dot_inference.crossplane.composed import (
+    ANNOTATION_RESOURCE_NAME,
+    _condition,
+    _first_n_and_some_more,
+    set_composed_metadata,
+    set_conditions,
+)
+from dot_inference.crossplane.composed import CONDITION_TIME as CONDITION_TIME
+from dot_inference.crossplane.composed import LABEL_CLAIM_NAME as LABEL_CLAIM_NAME
+from dot_inference.crossplane.composed import LABEL_CLAIM_NAMESPACE as LABEL_CLAIM_NAMESPACE
+from dot_inference.crossplane.composed import LABEL_COMPOSITE as LABEL_COMPOSITE
+from dot_inference.crossplane.composition import (
+    _describe,
+    _q,
+    _type_ref,
+    apply_xrd_defaults,
+    find_xrd,
+    handles,
+    select_composition,
+)
+from dot_inference.crossplane.composition import is_handled_xr as is_handled_xr
 from dot_inference.crossplane.convert import from_struct, jsonable, to_struct
 from dot_inference.crossplane.documents import Package, RenderError
-from function.cluster.target import dig as _get
+from dot_inference.crossplane.required import (
+    _requirement_selectors,
+    _selector_from_step,
+    fetch_required,
+)
+from function.kube import dig as _get
 
 StepRunner = Callable[[fnv1.RunFunctionRequest], Any]
 
-ANNOTATION_RESOURCE_NAME = "crossplane.io/composition-resource-name"
-LABEL_COMPOSITE = "crossplane.io/composite"
-LABEL_CLAIM_NAME = "crossplane.io/claim-name"
-LABEL_CLAIM_NAMESPACE = "crossplane.io/claim-namespace"
-
 RENDER_API_VERSION = "render.crossplane.io/v1beta1"
-# Crossplane's render stamps every condition with this time: a real one would be noise.
-CONDITION_TIME = "2024-01-01T00:00:00Z"
 # internal/xfn/required_resources.go: MaxRequirementsIterations.
 MAX_REQUIREMENTS_ITERATIONS = 5
-# crossplane-runtime resource.DefaultFirstN.
-_FIRST_N = 3
 # Condition types users may not set (crossplane-runtime IsSystemConditionType).
 _SYSTEM_CONDITIONS = frozenset({"Ready", "Synced", "Healthy"})
 
@@ -103,200 +121,6 @@ class RenderResult:
         return out
 
 
-def _type_ref(composition: dict) -> tuple[str, str]:
-    ref = _get(composition, "spec", "compositeTypeRef") or {}
-    return str(ref.get("apiVersion", "")), str(ref.get("kind", ""))
-
-
-def handles(composition: dict, obj: Any) -> bool:
-    """Whether `composition` composes objects of `obj`'s apiVersion and kind."""
-    if not isinstance(obj, dict):
-        return False
-    return _type_ref(composition) == (obj.get("apiVersion"), obj.get("kind"))
-
-
-def is_handled_xr(pkg: Package, obj: Any) -> bool:
-    return any(handles(c, obj) for c in pkg.compositions)
-
-
-def _xr_ref(xr: dict, field_name: str) -> Any:
-    # Crossplane v2 keeps its machinery under spec.crossplane; v1 (legacy) XRs under spec.
-    found = _get(xr, "spec", "crossplane", field_name)
-    return found if found is not None else _get(xr, "spec", field_name)
-
-
-def _describe(obj: dict) -> str:
-    return f"{obj.get('kind', '?')}/{_get(obj, 'metadata', 'name') or '?'}"
-
-
-def find_xrd(pkg: Package, xr: dict) -> dict | None:
-    """The XRD that defines `xr`'s apiVersion and kind, if the package has one."""
-    group, _, version = str(xr.get("apiVersion", "")).rpartition("/")
-    for xrd in pkg.xrds:
-        spec = xrd.get("spec") or {}
-        if spec.get("group") != group or _get(spec, "names", "kind") != xr.get("kind"):
-            continue
-        if any(v.get("name") == version for v in spec.get("versions") or []):
-            return xrd
-    return None
-
-
-def select_composition(pkg: Package, xr: dict) -> dict:
-    """The Composition Crossplane would use for `xr`.
-
-    By `spec.crossplane.compositionRef.name`; else the Compositions for the XR's type
-    filtered by `compositionSelector.matchLabels`; else the XRD's `defaultCompositionRef`;
-    else the only Composition for the type.
-    """
-    candidates = [c for c in pkg.compositions if handles(c, xr)]
-    what = f"{xr.get('apiVersion')} {xr.get('kind')}"
-    ref = _xr_ref(xr, "compositionRef")
-    if isinstance(ref, dict) and ref.get("name"):
-        for c in pkg.compositions:
-            if _get(c, "metadata", "name") == ref["name"]:
-                if not handles(c, xr):
-                    api, kind = _type_ref(c)
-                    raise RenderError(
-                        f"{_describe(xr)}: Composition {_q(ref['name'])} composes {api} {kind}, "
-                        f"not {what}"
-                    )
-                return c
-        raise RenderError(
-            f"{_describe(xr)}: compositionRef names {_q(ref['name'])}, which the "
-            "package does not have"
-        )
-    if not candidates:
-        raise RenderError(f"{_describe(xr)}: no Composition in the package composes {what}")
-    selector = _xr_ref(xr, "compositionSelector")
-    match_labels = (selector or {}).get("matchLabels") if isinstance(selector, dict) else None
-    if match_labels:
-        candidates = [
-            c
-            for c in candidates
-            if all(
-                (_get(c, "metadata", "labels") or {}).get(k) == v for k, v in match_labels.items()
-            )
-        ]
-        if not candidates:
-            raise RenderError(
-                f"{_describe(xr)}: no Composition for {what} has labels {match_labels}"
-            )
-    elif len(candidates) > 1:
-        xrd = find_xrd(pkg, xr)
-        default = _get(xrd, "spec", "defaultCompositionRef", "name") if xrd else None
-        for c in candidates:
-            if default and _get(c, "metadata", "name") == default:
-                return c
-    if len(candidates) > 1:
-        names = ", ".join(sorted(str(_get(c, "metadata", "name")) for c in candidates))
-        raise RenderError(
-            f"{_describe(xr)}: several Compositions compose {what} ({names}); set "
-            "spec.crossplane.compositionRef.name"
-        )
-    return candidates[0]
-
-
-# --------------------------------------------------------------------------- defaults
-
-
-def _default(value: Any, schema: Any) -> None:
-    """Apply OpenAPI defaults like the API server's structural defaulting: a property that
-    is absent (or null and not nullable) gets a copy of its default; recurse into
-    properties, additionalProperties and items."""
-    if not isinstance(schema, dict):
-        return
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for key, prop in props.items():
-            if not isinstance(prop, dict) or "default" not in prop:
-                continue
-            if key not in value or (value[key] is None and not prop.get("nullable")):
-                value[key] = copy.deepcopy(prop["default"])
-        extra = schema.get("additionalProperties")
-        for key, child in value.items():
-            if key in props:
-                _default(child, props[key])
-            elif isinstance(extra, dict):
-                _default(child, extra)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for child in value:
-                _default(child, items)
-
-
-def apply_xrd_defaults(xr: dict, xrd: dict) -> dict:
-    """A copy of `xr` with the defaults of the XRD version it uses filled in."""
-    out = copy.deepcopy(xr)
-    version = str(xr.get("apiVersion", "")).rpartition("/")[2]
-    for v in _get(xrd, "spec", "versions") or []:
-        if v.get("name") == version:
-            _default(out, _get(v, "schema", "openAPIV3Schema"))
-            break
-    return out
-
-
-# --------------------------------------------------------------------------- required resources
-
-
-def _labels(obj: dict) -> dict:
-    return _get(obj, "metadata", "labels") or {}
-
-
-def fetch_required(selector: Any, required: Iterable[dict]) -> Any:
-    """The resources matching a ResourceSelector, as a Resources message (empty when none
-    match, so the function sees the requirement answered)."""
-    out = fnv1.Resources()
-    ns = selector.namespace if selector.HasField("namespace") and selector.namespace else None
-    match = selector.WhichOneof("match")
-    found = []
-    for obj in required:
-        if obj.get("apiVersion") != selector.api_version or obj.get("kind") != selector.kind:
-            continue
-        if ns is not None and _get(obj, "metadata", "namespace") != ns:
-            continue
-        name = _get(obj, "metadata", "name")
-        if match == "match_name":
-            if name == selector.match_name:
-                found = [obj]
-                break
-        elif match == "match_labels":
-            labels = _labels(obj)
-            if all(labels.get(k) == v for k, v in selector.match_labels.labels.items()):
-                found.append(obj)
-        else:
-            found.append(obj)
-    # Crossplane sorts by "<namespace>/<name>" as one string (stable when listing across
-    # namespaces; "a-b/x" comes before "a/x").
-    found.sort(
-        key=lambda o: (
-            f"{_get(o, 'metadata', 'namespace') or ''}/{_get(o, 'metadata', 'name') or ''}"
-        )
-    )
-    for obj in found:
-        out.items.add().resource.CopyFrom(to_struct(obj))
-    return out
-
-
-def _requirement_selectors(step: dict) -> list[dict]:
-    """A step's bootstrap `requirements.requiredResources` (Crossplane v2)."""
-    reqs = step.get("requirements")
-    return (reqs.get("requiredResources") or []) if isinstance(reqs, dict) else []
-
-
-def _selector_from_step(sel: dict) -> Any:
-    s = fnv1.ResourceSelector(
-        api_version=str(sel.get("apiVersion", "")), kind=str(sel.get("kind", ""))
-    )
-    if sel.get("name"):
-        s.match_name = str(sel["name"])
-    elif isinstance(sel.get("matchLabels"), dict):
-        s.match_labels.labels.update({str(k): str(v) for k, v in sel["matchLabels"].items()})
-    if sel.get("namespace"):
-        s.namespace = str(sel["namespace"])
-    return s
-
-
 # --------------------------------------------------------------------------- running steps
 
 
@@ -331,11 +155,6 @@ def _call(runner: StepRunner, req: Any) -> Any:
     if inspect.isawaitable(rsp):
         rsp = _AsyncBridge.run(rsp)
     return rsp
-
-
-def _q(s: str) -> str:
-    """Go's %q for the strings we quote in messages."""
-    return json.dumps(s, ensure_ascii=False)
 
 
 def _run_step(runner: StepRunner, req: Any, step: str, required: list[dict]) -> Any:
@@ -377,103 +196,6 @@ def _run_step(runner: StepRunner, req: Any, step: str, required: list[dict]) -> 
         f"pipeline step {_q(step)}: requirements didn't stabilize after the maximum number of "
         f"iterations ({MAX_REQUIREMENTS_ITERATIONS})"
     )
-
-
-# --------------------------------------------------------------------------- output shaping
-
-
-def _first_n_and_some_more(names: list[str], n: int = _FIRST_N) -> str:
-    # crossplane-runtime resource.StableNAndSomeMore
-    names = sorted(names)
-    if len(names) > n:
-        return f"{', '.join(names[:n])}, and {len(names) - n} more"
-    if len(names) == n:
-        return f"{', '.join(names[: n - 1])}, and {names[n - 1]}"
-    return ", ".join(names)
-
-
-def _condition(type_: str, status: str, reason: str, message: str = "") -> dict:
-    c = {"type": type_, "status": status, "lastTransitionTime": CONDITION_TIME, "reason": reason}
-    if message:
-        c["message"] = message
-    return c
-
-
-def _same_condition(a: dict, b: dict) -> bool:
-    keys = ("type", "status", "reason", "message", "observedGeneration")
-    return all(a.get(k) == b.get(k) for k in keys)
-
-
-def set_conditions(obj: dict, *conditions: dict) -> None:
-    """crossplane-runtime ConditionedStatus.SetConditions on an unstructured object."""
-    status = obj.setdefault("status", {})
-    if not isinstance(status, dict):
-        status = obj["status"] = {}
-    existing = status.get("conditions")
-    if not isinstance(existing, list):
-        existing = status["conditions"] = []
-    for new in conditions:
-        for i, old in enumerate(existing):
-            if isinstance(old, dict) and old.get("type") == new.get("type"):
-                if not _same_condition(old, new):
-                    existing[i] = new
-                break
-        else:
-            existing.append(new)
-
-
-def set_composed_metadata(cd: dict, xr: dict, name: str) -> None:
-    """render.go SetComposedResourceMetadata: generateName, namespace, the
-    composition-resource-name annotation, the composite label and the controller ref."""
-    meta = cd.get("metadata")
-    if not isinstance(meta, dict):
-        meta = cd["metadata"] = {}
-    xr_meta = xr.get("metadata") or {}
-    xr_labels = xr_meta.get("labels") or {}
-    prefix = xr_labels.get(LABEL_COMPOSITE) or xr_meta.get("name", "")
-    if not meta.get("name") and not meta.get("generateName"):
-        meta["generateName"] = f"{prefix}-"
-    if xr_meta.get("namespace"):
-        meta["namespace"] = xr_meta["namespace"]
-    annotations = meta.get("annotations")
-    meta["annotations"] = {
-        **(annotations if isinstance(annotations, dict) else {}),
-        ANNOTATION_RESOURCE_NAME: name,
-    }
-    labels = dict(meta["labels"]) if isinstance(meta.get("labels"), dict) else {}
-    labels[LABEL_COMPOSITE] = prefix
-    claim_ref = _get(xr, "spec", "claimRef")
-    if xr_labels.get(LABEL_CLAIM_NAME) and xr_labels.get(LABEL_CLAIM_NAMESPACE):
-        labels[LABEL_CLAIM_NAMESPACE] = xr_labels[LABEL_CLAIM_NAMESPACE]
-        labels[LABEL_CLAIM_NAME] = xr_labels[LABEL_CLAIM_NAME]
-    elif isinstance(claim_ref, dict) and claim_ref.get("name"):
-        labels[LABEL_CLAIM_NAMESPACE] = claim_ref.get("namespace", "")
-        labels[LABEL_CLAIM_NAME] = claim_ref["name"]
-    meta["labels"] = labels
-
-    uid = xr_meta.get("uid", "")
-    owner = {
-        "apiVersion": xr.get("apiVersion", ""),
-        "kind": xr.get("kind", ""),
-        "name": xr_meta.get("name", ""),
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
-    for r in refs:
-        if r.get("controller") and r.get("uid", "") != uid:
-            raise RenderError(
-                f"composed resource {_q(name)} is already controlled by {r.get('kind')} "
-                f"{r.get('name')} (UID {r.get('uid')})"
-            )
-    for i, r in enumerate(refs):
-        if r.get("uid", "") == uid:
-            refs[i] = owner
-            break
-    else:
-        refs.append(owner)
-    meta["ownerReferences"] = refs
 
 
 # --------------------------------------------------------------------------- render

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from function.claim.spec import LLMSpec
     from function.cluster.target import Target
     from function.model import catalog, sizing
     from function.outcome import Inputs, Outcome
     from function.plan import scaling
     from function.plan.disaggregation import RolePlan
-    from function.spec import LLMSpec
 
 
 @dataclass(frozen=True)

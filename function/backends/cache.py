@@ -11,12 +11,13 @@ from function.backends import cache_objects, weights
 from function.backends.base import Fetch
 from function.backends.common import place
 from function.backends.weights import Fill
-from function.cluster.target import Target, dig
+from function.claim.spec import LLMSpec, P, SpecError
+from function.cluster.target import Target
 from function.keys import CACHE, FETCH, SHARED_CACHE
+from function.kube import dig
 from function.model import catalog, sizing
 from function.outcome import Condition, Inputs, Outcome, observed_manifest
 from function.plan import scaling, storage
-from function.spec import LLMSpec, P, SpecError
 
 
 def fetch_job(spec: LLMSpec, target: Target, name: str, fill: Fill, inputs: Inputs) -> Fetch:

@@ -5,11 +5,14 @@ of another claim's objects."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from function import kube
 from function.backends import pods, resources, weights
-from function.cluster.target import CLUSTER_KIND, Target, dig
+from function.backends.weights import Fill
+from function.claim.spec import LLMSpec, P, SecretRef, SpecError
+from function.cluster.target import CLUSTER_KIND, Target
 from function.keys import (
     API_KEY,
     CLUSTER_USAGE,
@@ -22,13 +25,13 @@ from function.keys import (
     SCALER,
     SOURCE_SECRET,
 )
+from function.kube import dig
 from function.model import catalog, sizing
 from function.model.facts import hf_token_ref
 from function.outcome import Inputs, Outcome
 from function.plan import scaling, storage
 from function.policy import ownership
 from function.policy.secrets import PULL_SECRET_KEY, PULL_SECRET_TYPE, Secrets, fetch_copyable
-from function.spec import LLMSpec, P, SecretRef, SpecError
 
 
 def copy_secrets(
@@ -167,14 +170,7 @@ def place_copy(
 ) -> None:
     """`copy_name` on the target cluster: one key of the claim's Secret `ref`, copied there by
     reference (its value is never in a manifest), composed as `key`."""
-    secret, refs = resources.copied_secret(
-        name=copy_name,
-        namespace=target.namespace,
-        key=ref.key,
-        source_name=ref.name,
-        source_namespace=spec.namespace,
-        type_=type_,
-    )
+    secret, refs = resources.copied_secret(ref, spec.namespace, copy_name, target.namespace, type_)
     place(spec, target, key, secret, out, suffix=key, references=refs)
 
 
@@ -250,6 +246,27 @@ def ingress(
             out,
             suffix="ingress",
         )
+
+
+def tail(
+    spec: LLMSpec,
+    target: Target,
+    count: scaling.Replicas,
+    inputs: Inputs,
+    out: Outcome,
+    *,
+    by_key: str,
+    ingress_to: str | None = None,
+    service: str | None = None,
+) -> None:
+    """What every backend composes beside its engine, last: the Ingress of `ingress_to`
+    (through `service`; none for llm-d, whose Gateway route is its own), the Usages of the
+    cluster (by the object `by_key`) and of its KEDA, and no takeover of what is not ours."""
+    if ingress_to is not None:
+        ingress(spec, target, ingress_to, out, service=service)
+    cluster_usage(spec, target, inputs, out, by_key)
+    keda_usage(spec, target, count, inputs, out)
+    no_takeover(spec, target, inputs, out)
 
 
 def composed_ref(out: Outcome, *keys: str) -> dict[str, Any] | None:
@@ -396,6 +413,45 @@ def pod_cache_fill(spec: LLMSpec, cache: storage.CachePlan) -> dict[str, Any]:
         "fetch_memory_limit": sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
         "startup_budget_s": 2 * cache.start_s,
     }
+
+
+@dataclass(frozen=True)
+class OwnPods:
+    """What every vLLM pod a backend writes itself shares for one claim (pods.VllmPod): the
+    engine image, the claim's Secrets as the target reads them, how the model cache fills,
+    its class, and the shared claim all pods mount (None: each its own)."""
+
+    spec: LLMSpec
+    target: Target
+    image: str
+    secrets: Secrets
+    fill: Fill
+    class_name: str | None
+    shared_claim: str | None
+
+    def pod(self, plan: sizing.Plan, args: list[str], cache: storage.CachePlan) -> pods.VllmPod:
+        """The pod of `plan` running `vllm serve args`, its own cache of `cache`'s size (or
+        the shared claim)."""
+        spec, target = self.spec, self.target
+        return pods.VllmPod(
+            image=self.image,
+            args=tuple(args),
+            env=tuple(pod_env(spec, plan)),
+            secret_env=tuple(pod_secret_env(spec, self.secrets)),
+            gpus=plan.gpus_per_node,
+            cpu=plan.cpu,
+            memory=plan.memory,
+            shm_size=plan.shm_size,
+            cache_size=storage.quantity(cache.size_gib),
+            cache_class=self.class_name,
+            shared_claim=self.shared_claim,
+            fill=self.fill,
+            node_selector=target.node_selector,
+            tolerations=target.tolerations or None,
+            runtime_class=target.runtime_class,
+            pull_secrets=self.secrets.pull,
+            **pod_cache_fill(spec, cache),
+        )
 
 
 def serve_args(

@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from function.claim.fields import P, SpecError
+from function.claim.kvcache import F
+from function.claim.spec import LLMSpec
 from function.cluster.target import Target
 from function.model import catalog, sizing
 from function.plan.offload import Offload, OffloadError, memory_mib, size_offload, tokens
 from function.policy import engine_args
-from function.spec import LLMSpec
-from function.spec_fields import P, SpecError
-from function.spec_kvcache import F
 
 # The arguments the operator appends when lmCacheConfig.enabled and vllmConfig.v1
 # (vllmruntime_controller.go at 217fadb).

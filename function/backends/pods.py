@@ -1,13 +1,16 @@
-"""Pieces of the vLLM pods the function runs itself (multi-node groups, llm-d models): the
-`vllm serve` command line, environment from Secrets, probes, the GPU pod."""
+"""The vLLM pods the function runs itself (multi-node groups, llm-d models): one builder,
+`vllm_pod`, over what they share (`VllmPod`), and its pieces: the `vllm serve` command line,
+environment from Secrets, probes, the GPU pod."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from function.backends.cache_objects import CACHE_ENV
+from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT
 from function.backends.resources import ENGINE_PORT, GPU_TOLERATION, engine_affinity
+from function.backends.weights import Fill, fill_container
 from function.policy.engine import ENGINE_SECRET_ENV
 
 # Set by LWS in every container: the leader's stable DNS name, the group's size and the pod's
@@ -136,3 +139,98 @@ def gpu_pod(
     if pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
     return pod
+
+
+@dataclass(frozen=True)
+class VllmPod:
+    """What every vLLM pod the function writes itself has, whichever backend (a multi-node
+    replica's, llm-d's): the engine's image, command line and variables, its share of a GPU
+    node, its model cache and how it fills, where it may run and how long it may take to
+    start. Each backend states only what differs (`vllm_pod`'s arguments)."""
+
+    image: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    secret_env: tuple[tuple[str, tuple[str, str]], ...]
+    gpus: int
+    cpu: str
+    memory: str
+    shm_size: str
+    # The pod's own cache (a claim template of this size and class), or all pods mount
+    # `shared_claim` (ReadWriteMany, filled by a Job before they start).
+    cache_size: str
+    cache_class: str | None
+    shared_claim: str | None
+    fill: Fill
+    fetch_requests: Mapping[str, str]
+    fetch_memory_limit: str
+    node_selector: Mapping[str, str] | None
+    tolerations: Sequence[Mapping[str, Any]] | None
+    runtime_class: str | None
+    startup_budget_s: int
+    pull_secrets: tuple[str, ...] = ()
+
+
+def vllm_pod(
+    pod: VllmPod,
+    *,
+    command: Sequence[str],
+    args: Sequence[str] = (),
+    port: int | None = ENGINE_PORT,
+    extra_ports: Sequence[Mapping[str, Any]] = (),
+    env_first: Sequence[Mapping[str, Any]] = (),
+    env_defaults: Sequence[tuple[str, str]] = (),
+    extra_resources: Mapping[str, str] | None = None,
+    security_context: Mapping[str, Any] | None = None,
+    sidecars: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The pod spec of one vLLM container, `command` + `args` (the pod's own arguments when
+    empty), on `port` with its probes (None: headless, no server to probe), its init
+    container filling the model cache (function/backends/weights.py) before it starts, then
+    `sidecars` (native sidecars, init containers that keep running). Its variables: `env_first`,
+    then `env_defaults` the claim did not set, then the cache's, the plan's, the claim's and
+    the Secrets' (engine_env_vars). The shared cache claim is not mounted here:
+    `cache_objects.with_shared_cache` adds it last."""
+    engine_env = engine_env_vars(pod.env, secret_env_vars(pod.secret_env))
+    for name, value in reversed(env_defaults):
+        if not any(e["name"] == name for e in engine_env):
+            engine_env.insert(0, {"name": name, "value": value})
+    gpus = {"nvidia.com/gpu": str(pod.gpus), **(extra_resources or {})}
+    vllm: dict[str, Any] = {
+        "name": "vllm",
+        "image": pod.image,
+        "command": list(command),
+        "args": list(args or pod.args),
+        "env": [*map(dict, env_first), *engine_env],
+        "resources": {
+            "requests": {"cpu": pod.cpu, "memory": pod.memory, **gpus},
+            "limits": {"memory": pod.memory, **gpus},
+        },
+        "volumeMounts": [
+            {"name": "model-cache", "mountPath": CACHE_MOUNT},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    }
+    if port is not None:
+        vllm["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+        vllm["ports"] += [dict(p) for p in extra_ports]
+        # The init container has downloaded the weights: loading them remains.
+        vllm |= engine_probes(port, pod.startup_budget_s)
+    if security_context:
+        vllm["securityContext"] = dict(security_context)
+    fetch = fill_container(
+        pod.fill,
+        name="model-fetch",
+        requests=pod.fetch_requests,
+        memory_limit=pod.fetch_memory_limit,
+    )
+    return gpu_pod(
+        init=[fetch, *sidecars],
+        containers=[vllm],
+        shm_size=pod.shm_size,
+        node_selector=pod.node_selector,
+        tolerations=pod.tolerations,
+        runtime_class=pod.runtime_class,
+        pull_secrets=pod.pull_secrets,
+        volumes=pod.fill.volumes,
+    )

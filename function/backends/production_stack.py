@@ -18,15 +18,12 @@ from function.backends.cache import (
 from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT, ENGINE_PYTHON
 from function.backends.common import (
     RUNTIME_SCALE_TARGET,
-    cluster_usage,
     copy_secrets,
-    ingress,
-    keda_usage,
     keep_engine,
-    no_takeover,
     own_namespace,
     place,
     scaler,
+    tail,
 )
 from function.backends.lmcache import KV_TRANSFER_CONFIG, KV_TRANSFER_FLAG, lmcache
 from function.backends.resources import (
@@ -39,13 +36,13 @@ from function.backends.resources import (
     object_metadata,
     split_image,
 )
-from function.cluster.target import dig
+from function.claim.spec import LLMSpec, P, SpecError
 from function.keys import CACHE, RUNTIME, SCALER
+from function.kube import dig
 from function.outcome import Outcome, observed_manifest
 from function.plan import storage
 from function.policy import engine_args, ownership
 from function.policy.engine import planned_max_model_len, vllm_args
-from function.spec import LLMSpec, P, SpecError
 
 # Ready means serving: at least one engine replica passed its /health readiness probe.
 RUNTIME_READY_CEL = "has(object.status.availableReplicas) && object.status.availableReplicas >= 1"
@@ -251,15 +248,8 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     """Compose everything for vLLM; the Engine says whether the model is in the cache (until
     then the runtime has no replica, or the engine that serves now is kept while the new
     model downloads)."""
-    spec, target, facts, plan, image, count, inputs = (
-        job.spec,
-        job.target,
-        job.facts,
-        job.plan,
-        job.image,
-        job.count,
-        job.inputs,
-    )
+    spec, target, facts, plan = job.spec, job.target, job.facts, job.plan
+    image, count, inputs = job.image, job.count, job.inputs
     name = kube.dns_label(spec.name)
     remote = target.provider_config is not None
     what_the_runtime_cannot_carry(spec)
@@ -369,10 +359,7 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
     elif count.autoscaled and holding and observed_scaler is not None:
         # The engine kept serving while the new model downloads stays under KEDA.
         out.resources[SCALER + target.suffix] = kube.desired_from_observed(observed_scaler)
-    ingress(spec, target, name, out)
-    cluster_usage(spec, target, inputs, out, RUNTIME)
-    keda_usage(spec, target, count, inputs, out)
-    no_takeover(spec, target, inputs, out)
+    tail(spec, target, count, inputs, out, by_key=RUNTIME, ingress_to=name)
     cache_condition(spec, target, name, cache, class_name, fetch, holding, out)
     out.status_extra["cache"] = {
         "claim": name,

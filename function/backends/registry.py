@@ -10,8 +10,8 @@ from function.backends.base import Backend
 from function.backends.llmd import backend as llmd
 
 if TYPE_CHECKING:
+    from function.claim.spec import LLMSpec
     from function.model import sizing
-    from function.spec import LLMSpec
 
 BACKENDS: tuple[Backend, ...] = (
     llmd.BACKEND,  # backend: llmd (simulated or not)

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from function.claim.fields import SecretRef
+
 PART_OF = "dot-inference"
 
 
@@ -140,16 +142,12 @@ def secret_field_path(key: str) -> str:
 
 
 def copied_secret(
-    *,
-    name: str,
-    namespace: str,
-    key: str,
-    source_name: str,
-    source_namespace: str,
-    type_: str = "Opaque",
+    ref: SecretRef, source_namespace: str, name: str, namespace: str, type_: str = "Opaque"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A Secret for the target cluster and the Object references that copy one key into it
-    from a Secret on the control plane, so no token is ever written into a manifest."""
+    """A Secret `namespace/name` for the target cluster and the Object references that copy
+    into it the one key of `ref`, a Secret of `source_namespace` on the control plane, so no
+    token is ever written into a manifest."""
+    key, source_name = ref.key, ref.name
     manifest = {
         "apiVersion": "v1",
         "kind": "Secret",

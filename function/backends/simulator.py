@@ -10,15 +10,13 @@ from function.backends import resources
 from function.backends.base import Backend, Build, Engine
 from function.backends.common import (
     DEPLOYMENT_SCALE_TARGET,
-    cluster_usage,
-    ingress,
-    keda_usage,
-    no_takeover,
     own_namespace,
     place,
     scaler,
+    tail,
 )
 from function.backends.resources import ENGINE_PORT, MODEL_ANNOTATION, labels, object_metadata
+from function.claim.spec import LLMSpec, P
 from function.cluster.target import Target
 from function.keys import SIMULATOR, SIMULATOR_SERVICE
 from function.model import sizing
@@ -26,7 +24,6 @@ from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.policy import simulator_cli as simulator
 from function.policy.engine import planned_max_model_len
-from function.spec import LLMSpec, P
 
 # The production-stack operator runs /opt/venv/bin/vllm, which the simulator image lacks:
 # a simulated model is a Deployment and a Service shaped like the operator's (the engine's
@@ -153,10 +150,7 @@ def build_simulated(job: Build, out: Outcome) -> Engine:
     )
     if count.autoscaled:
         scaler(spec, target, name, count, DEPLOYMENT_SCALE_TARGET | {"name": name}, out)
-    ingress(spec, target, name, out)
-    cluster_usage(spec, target, inputs, out, SIMULATOR_SERVICE)
-    keda_usage(spec, target, count, inputs, out)
-    no_takeover(spec, target, inputs, out)
+    tail(spec, target, count, inputs, out, by_key=SIMULATOR_SERVICE, ingress_to=name)
     out.conditions.append(
         Condition(
             "ModelCache",

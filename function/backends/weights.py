@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT, FETCH_SCRIPT
+from function.claim.source import WeightSource
+from function.claim.spec import LLMSpec, P, SpecError
 from function.model import sizing
 from function.outcome import Inputs
 from function.plan import storage
 from function.policy.secrets import Secrets
-from function.spec import LLMSpec, P, SpecError
-from function.spec_source import WeightSource
 
 WEIGHTS_DIR = f"{CACHE_MOUNT}/models"
 

@@ -42,8 +42,8 @@ from typing import Any
 
 from function.cluster import peers
 from function.cluster.peers import positive_int, strings
-from function.cluster.target import dig
 from function.keys import CLUSTER_USAGE
+from function.kube import dig
 from function.outcome import Inputs, Outcome, keep_observed
 
 CLUSTER_LABEL = "inference.devopstoolkit.ai/cluster"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster.target import dig
+from function.kube import dig
 
 API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 KIND = "LLMInference"

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from function.claim.fleet import SPREAD_BY_REGION
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster import peers, placement
 from function.cluster.resolve import check_tenancy
 from function.cluster.target import (
@@ -16,9 +18,9 @@ from function.cluster.target import (
     CLUSTER_KIND,
     ClusterNotReady,
     Target,
-    dig,
     from_cluster,
 )
+from function.kube import dig
 from function.limits import MAX_GPUS, GpuShape
 from function.model import catalog, sizing, vllm_memory
 from function.model.facts import as_run, model_facts
@@ -29,8 +31,6 @@ from function.plan.fit import engine_settings
 from function.policy.engine import check_kv_endpoints
 from function.policy.names import check_host, check_served_names
 from function.policy.weights import check_source
-from function.spec import LLMSpec, P, SpecError
-from function.spec_fleet import SPREAD_BY_REGION
 
 PLACEMENT_REQUIREMENT = "inference-clusters"
 # Where an existing or local cluster, which asks for no region, says which it is in.

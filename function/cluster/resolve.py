@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster import ledger, peers
 from function.cluster.target import (
     CLUSTER_API_VERSION,
@@ -17,7 +18,6 @@ from function.cluster.target import (
 )
 from function.outcome import Condition, Inputs, Outcome, keep_observed
 from function.policy import tenancy
-from function.spec import LLMSpec, P, SpecError
 
 POLICY_REQUIREMENT = "tenancy-policy"
 

@@ -7,11 +7,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.hosts import url_host
+from function.kube import dig
 from function.limits import ASSUMED_GPU, MAX_NODES_PER_REPLICA, GpuShape
 from function.model.sizing import MAX_GPU_MEMORY_GIB, MAX_GPUS_PER_NODE
 from function.plan.storage import SharedClass, parse_gib
-from function.spec import LLMSpec, P, SpecError
 
 CLUSTER_API_VERSION = "inference.devopstoolkit.ai/v1alpha1"
 CLUSTER_KIND = "InferenceCluster"
@@ -129,15 +130,6 @@ class Monitoring:
 
 class ClusterNotReady(Exception):
     """The InferenceCluster exists but has not published what models need yet."""
-
-
-def dig(obj: Any, *path: str) -> Any:
-    """obj[path[0]][path[1]]..., or None where any step is missing or not a map."""
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _num(value: object) -> float | None:

@@ -12,8 +12,7 @@ from typing import Any
 
 from function.backends.resources import PART_OF
 from function.cluster.peers import API_VERSION, KIND
-from function.cluster.target import dig
-from function.kube import dns_label
+from function.kube import dig, dns_label
 from function.outcome import condition_true
 from function.status import observed_count
 

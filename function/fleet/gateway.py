@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND, dig
+from function.claim.spec import LLMSpec, P
+from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND
+from function.kube import dig
 from function.outcome import Condition, Inputs, Outcome
 from function.policy import tenancy
-from function.spec import LLMSpec, P
 
 REQUIREMENT = "global-endpoint-cluster"
 FIELD = f"{P}.globalEndpoint.clusterRef.name"

@@ -19,19 +19,20 @@ from typing import Any
 from function import kube
 from function.backends import resources
 from function.backends.common import composed_ref, no_takeover
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster import peers
 from function.cluster import spread as spreading
 from function.cluster.place import gather, selector_text
 from function.cluster.placement import RULE, claim_hash
-from function.cluster.target import Target, dig
+from function.cluster.target import Target
 from function.fleet import children, route
 from function.fleet.gateway import KEEP, Gateway, find_gateway
 from function.hosts import url_host
+from function.kube import dig
 from function.outcome import Condition, Inputs, Outcome, condition_true
 from function.policy import ownership
 from function.policy.names import behind_router
 from function.policy.secrets import fetch_copyable
-from function.spec import LLMSpec, P, SpecError
 
 ROUTE = "global-route"
 POLICY = "global-policy"
@@ -515,13 +516,7 @@ def copy_to_gateway(
             "makes of it on the gateway's cluster, which would be the Secret itself; rename "
             "the Secret",
         )
-    secret, refs = resources.copied_secret(
-        name=copy,
-        namespace=gateway.namespace,
-        key=ref.key,
-        source_name=ref.name,
-        source_namespace=spec.namespace,
-    )
+    secret, refs = resources.copied_secret(ref, spec.namespace, copy, gateway.namespace)
     place(spec, gateway, requirement + target.suffix, secret, out, references=refs)
     return copy, found
 

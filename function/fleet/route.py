@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from function.backends.resources import PART_OF
-from function.spec_fleet import Spillover
+from function.claim.fleet import Spillover
 
 BACKEND_API = "agentgateway.dev/v1alpha1"
 GATEWAY_API = "gateway.networking.k8s.io/v1"

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from function.claim.adapters import Adapter
+from function.claim.fields import SpecError
 from function.limits import LORA_RANKS
 from function.model.catalog import ModelFacts
 from function.model.lora_memory import LoraShape
-from function.spec_adapters import Adapter
-from function.spec_fields import SpecError
 
 # vLLM 0.17.1's default --max-lora-rank (vllm/config/lora.py LoRAConfig.max_lora_rank): what an
 # adapter whose rank nobody knows is planned with.

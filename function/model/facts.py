@@ -9,10 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.model import catalog, catalog_lookup, model_config, name_estimate
-from function.outcome import Inputs, Outcome
-from function.policy import engine_args
-from function.spec import (
+from function.claim.spec import (
     DEFAULT_HF_TOKEN_KEY,
     DEFAULT_HF_TOKEN_SECRET,
     LLMSpec,
@@ -21,6 +18,9 @@ from function.spec import (
     SpecError,
     parse,
 )
+from function.model import catalog, catalog_lookup, model_config, name_estimate
+from function.outcome import Inputs, Outcome
+from function.policy import engine_args
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster.target import Target
-from function.spec import LLMSpec, P, SpecError
 
 
 def check_latency_target(spec: LLMSpec, target: Target) -> None:

@@ -18,13 +18,13 @@ from function import kube
 from function.backends import resources
 from function.backends.base import Build, Engine
 from function.backends.common import no_takeover, place
+from function.claim.serving import Autoscaling
 from function.cluster.target import Monitoring
 from function.model import sizing
 from function.monitoring import queries
 from function.monitoring.names import selector
 from function.outcome import Outcome
 from function.plan import scaling
-from function.spec_serving import Autoscaling
 
 TEMPLATE = Path(__file__).with_name("dashboard.json")
 DASHBOARD = "dashboard"  # the composition resource's name (and the Object's suffix)

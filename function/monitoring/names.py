@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from function.spec_fields import P, SpecError, short
+from function.claim.fields import P, SpecError, short
 
 # RFC 1123 DNS label, what Kubernetes allows for a namespace or an object's name.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 
+from function.claim.serving import Disaggregation, Role
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster import peers
 from function.cluster.target import Target
 from function.limits import GpuShape
@@ -12,8 +14,6 @@ from function.model import catalog_lookup, sizing, vllm_memory
 from function.outcome import Condition, Outcome
 from function.plan import scaling
 from function.plan.disaggregation import RolePlan, pd_roles
-from function.spec import LLMSpec, P, SpecError
-from function.spec_serving import Disaggregation, Role
 
 
 def check_keda(spec: LLMSpec, target: Target) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster.target import Target
 from function.limits import MAX_GPUS
 from function.model import catalog, node_fit, sizing, vllm_memory
@@ -13,7 +14,6 @@ from function.outcome import Inputs, Outcome
 from function.plan import storage
 from function.plan.fit import engine_settings
 from function.policy import vllm_cli
-from function.spec import LLMSpec, P, SpecError
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster.target import Target
 from function.model import adapters, catalog, catalog_lookup, node_fit, sizing, vllm_memory
 from function.model.facts import as_run, model_facts, require_hub_token
 from function.outcome import Inputs, Outcome
 from function.plan import storage
-from function.spec import LLMSpec, P, SpecError
 
 
 def engine_settings(spec: LLMSpec) -> vllm_memory.EngineSettings:

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from function.claim.serving import Autoscaling, Latency
+from function.claim.spec import P, SpecError
 from function.monitoring import queries
-from function.spec import P, SpecError
-from function.spec_serving import Autoscaling, Latency
 
 POLLING_INTERVAL_S = 15
 # One replica removed per minute after the delay: a queue-based signal drops to zero once

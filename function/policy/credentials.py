@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND, dig
+from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND
+from function.kube import dig
 
 # requirement name -> (apiVersion, kind, namespaced)
 _KINDS: dict[str, tuple[str, str, bool]] = {

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster.target import Target
 from function.model import catalog, sizing
 from function.outcome import Outcome
 from function.policy import engine_args, tenancy
 from function.policy.lora_args import vllm_lora_args
 from function.policy.parallel_args import vllm_parallel_args
-from function.spec import LLMSpec, P, SpecError
 
 # The variable the production-stack controller fills from `model.hfTokenSecret` (the only
 # one it takes from a Secret: vllmConfig.env holds literal values only).
@@ -129,7 +129,7 @@ def check_kv_endpoints(spec: LLMSpec, target: Target) -> None:
     """The KV cache holds the prompts: a claim's own engine settings may send it only inside
     the pod or to an address the platform team listed (InferenceCluster
     spec.parameters.tenancy.kvTransferHosts). Disaggregated models are wired by the
-    function, and their own settings are refused earlier (spec_serving.py)."""
+    function, and their own settings are refused earlier (claim/serving.py)."""
     where = (
         f"spec.parameters.tenancy.kvTransferHosts of InferenceCluster "
         f"{spec.namespace}/{target.cluster}"

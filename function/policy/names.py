@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from function import kube
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster import peers
 from function.cluster.target import CLUSTER_API_VERSION, CLUSTER_KIND, Target
 from function.outcome import Inputs, Outcome
 from function.policy import tenancy
-from function.spec import LLMSpec, P, SpecError
 
 
 def behind_router(spec: LLMSpec, target: Target) -> bool:

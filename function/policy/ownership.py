@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from function.cluster.target import dig
+from function.kube import dig
 
 # Who composed an object on another cluster: "<claim namespace>/<claim name>".
 OWNER_ANNOTATION = "inference.devopstoolkit.ai/owner"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from function.claim.spec import SecretRef, SpecError
 from function.cluster.target import Target
 from function.outcome import Inputs, Outcome
 from function.policy import credentials
-from function.spec import SecretRef, SpecError
 
 
 @dataclass(frozen=True)

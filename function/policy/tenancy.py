@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from function.cluster.target import dig
 from function.hosts import url_host
+from function.kube import dig
 
 # Namespaces of the apps an InferenceCluster installs (kcl/inferencecluster/program:
 # operator.k `_operatorNamespace`, apps.k `_nvidia`, `_keda`, `_lws` and `_ingress`, llmd.k

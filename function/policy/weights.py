@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from function import hosts
+from function.claim.spec import LLMSpec, P, SpecError
 from function.cluster.target import Target
-from function.spec import LLMSpec, P, SpecError
 
 
 def check_source(spec: LLMSpec, target: Target) -> None:

@@ -112,7 +112,7 @@ def test_every_node_pool_the_catalog_offers_fits_one_replica() -> None:
 
 
 def test_the_function_refuses_past_the_same_maximum() -> None:
-    from function.spec import SpecError, parse
+    from function.claim.spec import SpecError, parse
 
     xr = {
         "apiVersion": "inference.devopstoolkit.ai/v1alpha1",

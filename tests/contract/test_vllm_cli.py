@@ -1,6 +1,6 @@
 """Every `vllm serve` command line the function renders is one vLLM's own parser accepts, at
 the vLLM release inside the pinned engine image (function/policy/vllm_flags.yaml, generated from
-that release's source by dot_inference/vllm_flags.py; function/policy/vllm_cli.py parses as its
+that release's source by dot_inference/vllm_flags/; function/policy/vllm_cli.py parses as its
 FlexibleArgumentParser does).
 
 The commands are taken from every example as the package renders it: a VLLMRuntime's as

@@ -148,7 +148,7 @@ def test_every_component_runs_or_is_named_with_the_go_command_s_error(plane: Pla
         else:
             assert component.built(), component.name
     running = set(plane.procs.pids())
-    # function-kcl's model (dot_inference/function_kcl.py) answers in its place when it is a
+    # function-kcl's model (dot_inference/function_kcl/) answers in its place when it is a
     # gap; provider-helm has none: its Releases are accepted and never installed.
     assert "function-kcl" in running
     assert ("provider-helm" in running) == ("provider-helm" not in gaps)

@@ -35,7 +35,7 @@ def test_the_api_server_accepts_every_example_and_defaults_it_as_the_render_does
     applied: list[dict[str, Any]], kube: Kube, doc: dict
 ) -> None:
     """Accepted, and stored with the defaults the offline render's API-server model applies
-    (dot_inference/apiserver.py `defaulted`, from the XRD's schema)."""
+    (dot_inference/apiserver/ `defaulted`, from the XRD's schema)."""
     meta = doc["metadata"]
     got = kube.get(doc["apiVersion"], doc["kind"], meta["name"], meta.get("namespace"))
     assert got is not None

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from function.claim.adapters import Adapter
+from function.claim.spec import SpecError, parse
 from function.compose import compose
 from function.model import adapters, catalog_lookup, lora_memory
 from function.model.hub import HubAnswer
 from function.model.lora_memory import LoraShape
 from function.outcome import Inputs
 from function.policy import vllm_cli
-from function.spec import SpecError, parse
-from function.spec_adapters import Adapter
 
 MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 SQL = {"name": "qwen-sql", "source": "a-team/qwen-sql-lora", "rank": 16}

@@ -20,14 +20,14 @@ from conftest import (
 from dot_inference.apiserver import validate_objects
 from function.backends import lmcache
 from function.backends.production_stack import engine_command
+from function.claim.fields import SpecError
+from function.claim.spec import parse
 from function.keys import RUNTIME
 from function.model import kv_cache, sizing
 from function.model.catalog_lookup import lookup
 from function.outcome import Outcome
 from function.plan.offload import OffloadError, memory_mib, size_offload, tokens
 from function.policy import vllm_cli
-from function.spec import parse
-from function.spec_fields import SpecError
 
 RAG = next(
     o

@@ -3,7 +3,8 @@
 Each row is a layer and the packages it may not import: what a claim says and what a model
 needs (spec, model/, cluster/, plan/, policy/) never depend on how a backend builds it;
 a backend never reaches back into the pipeline; and nothing but the pipeline knows the
-backends' registry."""
+backends' registry. No import cycle, in function/ or dot_inference/: a module's imports (at
+any depth of it, outside `if TYPE_CHECKING:`) never lead back to it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from conftest import ROOT
 
 FUNCTION = ROOT / "function"
+TOOLING = ROOT / "dot_inference"
 MAX_LINES = 600
 
 # (modules, by path prefix under function/) -> imports they must not make
@@ -21,7 +23,7 @@ RULES = [
     (
         "the claim and the plan never import a backend",
         (
-            "spec.py",
+            "claim/",
             "outcome.py",
             "keys.py",
             "kube.py",
@@ -77,8 +79,8 @@ RULES = [
 ]
 
 
-def _modules() -> list[Path]:
-    return sorted(p for p in FUNCTION.rglob("*.py") if "package" not in p.parts)
+def _modules(root: Path = FUNCTION) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "package" not in p.parts)
 
 
 def _imports(path: Path) -> set[str]:
@@ -111,18 +113,97 @@ def test_the_rules_see_every_layer() -> None:
         assert matched, rule
 
 
-def test_no_module_is_over_600_lines() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _modules()}
+@pytest.mark.parametrize("root", [FUNCTION, TOOLING], ids=["function", "dot_inference"])
+def test_no_module_is_over_600_lines(root: Path) -> None:
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _modules(root)}
     assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that `path` imports when it runs: every import statement at any
+    depth (a function's own import still runs), but those under `if TYPE_CHECKING:`."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                found.add(child.module)
+                found.update(f"{child.module}.{a.name}" for a in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in found if m in known}
+
+
+def import_cycles(paths: list[Path], root: Path = ROOT) -> list[list[str]]:
+    """Every set of modules that import one another round a loop (the strongly connected sets
+    of more than one, Tarjan's algorithm); modules are named from `root`."""
+    names = {_module_name(p, root): p for p in paths}
+    graph = {n: _runtime_imports(p, set(names)) - {n} for n, p in names.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                cycles.append(sorted([v, *group]))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+def test_no_import_cycle() -> None:
+    paths = _modules(FUNCTION) + _modules(TOOLING)
+    assert import_cycles(paths) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    """The check itself: two modules that import each other, one through a function's own
+    import, are a cycle; a TYPE_CHECKING import is not."""
+    files = {
+        "a.py": "import probe.b\n",
+        "b.py": "def f():\n    from probe.a import x\n",
+        "c.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import probe.a\n",
+        "d.py": "import probe.c\n",
+    }
+    (tmp_path / "probe").mkdir()
+    for name, text in files.items():
+        (tmp_path / "probe" / name).write_text(text)
+    paths = sorted((tmp_path / "probe").glob("*.py"))
+    assert import_cycles(paths, tmp_path) == [["probe.a", "probe.b"]]
 
 
 def test_every_backend_is_registered_once() -> None:
     """Each module under function/backends/ that defines a BACKEND is in the registry, and
     the last one asked builds whatever the others do not (a claim always finds a backend)."""
     from function.backends import production_stack, registry
+    from function.claim.spec import parse
     from function.limits import GpuShape
     from function.model import sizing
-    from function.spec import parse
 
     defined = {
         p.relative_to(FUNCTION).as_posix()

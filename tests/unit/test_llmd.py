@@ -824,9 +824,9 @@ TRANSFERABLE = [
 
 @pytest.mark.parametrize(("model", "p", "d"), TRANSFERABLE)
 def test_shapes_nixl_moves_are_accepted(model: str, p: int, d: int) -> None:
+    from function.claim.spec import parse
     from function.model.catalog_lookup import lookup
     from function.plan.disaggregation import kv_transfer_problem as _kv_transfer_problem
-    from function.spec import parse
 
     spec = parse(claim(model, **pd()))
     assert _kv_transfer_problem(spec, lookup(model), p, d) is None

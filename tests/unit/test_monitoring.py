@@ -22,6 +22,8 @@ from conftest import (
 )
 
 from dot_inference.apiserver import validate_objects
+from function.claim.serving import parse_latency
+from function.claim.spec import SpecError
 from function.cluster.target import Monitoring, monitoring_of
 from function.compose import compose
 from function.keys import FETCH
@@ -29,8 +31,6 @@ from function.monitoring import dashboard as dash
 from function.monitoring import names, queries
 from function.outcome import Inputs, Outcome
 from function.policy import ownership
-from function.spec import SpecError
-from function.spec_serving import parse_latency
 
 PROMETHEUS = "http://kube-prometheus-stack-prometheus.monitoring.svc.cluster.local:9090"
 GRAFANA = "http://kube-prometheus-stack-grafana.monitoring.svc.cluster.local"

@@ -286,9 +286,9 @@ def test_the_multi_node_wiring_is_not_the_claims_to_change(flag: str) -> None:
 
 def test_a_replica_spans_at_most_the_limit_of_nodes() -> None:
     """A pool of many nodes still lets one replica span at most gpusPerReplica.maxNodes."""
+    from function.claim.spec import parse
     from function.cluster.target import from_cluster
     from function.limits import MAX_NODES_PER_REPLICA
-    from function.spec import parse
 
     big = from_cluster(parse(claim()), cluster(max_nodes=20))
     assert big.span == MAX_NODES_PER_REPLICA

@@ -11,12 +11,12 @@ from conftest import engine_image, simulator_image
 
 from function.backends import multinode, production_stack, registry, simulator
 from function.backends.llmd import backend as llmd
+from function.claim.spec import parse
 from function.compose import compose
 from function.compose import engine_image as image_stage
 from function.limits import GpuShape
 from function.model import sizing
 from function.outcome import Inputs, Outcome
-from function.spec import parse
 
 
 def _xr(**params: Any) -> dict[str, Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from function.claim.serving import Autoscaling
+from function.claim.spec import SpecError
 from function.plan import scaling
-from function.spec import SpecError
-from function.spec_serving import Autoscaling
 
 
 def autoscaling(low: int = 1, high: int = 4, metric: str = "waitingRequests", target: int = 3):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from function.claim.engine import EngineOverrides
+from function.claim.spec import SecretRef, SpecError, parse
 from function.limits import MAX_GPUS_MULTI_NODE
-from function.spec import SecretRef, SpecError, parse
-from function.spec_engine import EngineOverrides
 
 
 def xr(**params: object) -> dict:

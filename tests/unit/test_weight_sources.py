@@ -28,10 +28,10 @@ from conftest import (
 
 from dot_inference.apiserver import validate_objects
 from function.backends import weights
+from function.claim.spec import SpecError, parse
 from function.compose import compose
 from function.keys import FETCH, RUNTIME
 from function.outcome import Inputs, Outcome
-from function.spec import SpecError, parse
 
 NS = "a-team"
 DIGEST = "sha256:" + "ab" * 32

@@ -16,21 +16,18 @@ from function.backends.cache import (
     shared_cache_status,
 )
 from function.backends.common import (
-    cluster_usage,
+    OwnPods,
     copy_secrets,
-    keda_usage,
     keep_engine,
-    no_takeover,
     place,
-    pod_cache_fill,
-    pod_env,
-    pod_secret_env,
     scaler,
     serve_args,
+    tail,
 )
 from function.backends.llmd import objects as llmd
 from function.backends.llmd import picker as epp
 from function.backends.simulator import place_simulator
+from function.claim.spec import P, SpecError
 from function.cluster.target import Target
 from function.keys import (
     CACHE,
@@ -51,7 +48,6 @@ from function.plan.disaggregation import RolePlan
 from function.policy import llmd_profiles
 from function.policy.engine import planned_max_model_len, vllm_args
 from function.policy.names import llmd_route
-from function.spec import P, SpecError
 
 
 def build_llmd(job: Build, out: Outcome) -> Engine:
@@ -89,7 +85,6 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     meta = {"namespace": target.namespace, "model": spec.model, "labels_of": name}
     secrets = copy_secrets(spec, facts, target, name, inputs, out)
     class_name = spec.storage.class_name or target.storage_class
-    secret_env = pod_secret_env(spec, secrets)
     # Both sides of a disaggregated model take the requests either may get: the shorter
     # context of the two.
     contexts = [planned_max_model_len(spec, r.plan, out) for r in roles]
@@ -134,6 +129,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         )
         class_name = layout.class_name
     ready = shared is None or shared.fetch.done
+    own = OwnPods(spec, target, image, secrets, fill, class_name, shared.claim if shared else None)
     for r in roles:
         cache, _ = cache_plan(
             spec, target, facts, r.plan, inputs, layout, SHARED_CACHE if shared else CACHE
@@ -161,30 +157,14 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
             llmd.engine_statefulset(
                 name=group,
                 role=r.role,
-                image=image,
                 sidecar_image=inputs.sidecar_image,
                 service=engines,
                 pool=name,
                 service_account=router if r.role == "decode" else None,
                 # On a shared cache, no pod before the weights are in it.
                 replicas=r.replicas if ready else 0,
-                shared_claim=shared.claim if shared else None,
-                args=args,
-                env=pod_env(spec, r.plan),
-                secret_env=secret_env,
-                pull_secrets=secrets.pull,
-                gpus=r.plan.gpus_per_node,
-                cpu=r.plan.cpu,
-                memory=r.plan.memory,
-                shm_size=r.plan.shm_size,
-                cache_size=cache_size,
-                cache_class=class_name,
-                node_selector=target.node_selector,
-                tolerations=target.tolerations or None,
-                runtime_class=target.runtime_class,
                 rdma_resource=target.rdma_resource,
-                fill=fill,
-                **pod_cache_fill(spec, cache),
+                pod=own.pod(r.plan, args, cache),
                 **meta,
             ),
             out,
@@ -278,9 +258,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         kind = "Deployment" if simulate else "StatefulSet"
         scaled = {"apiVersion": "apps/v1", "kind": kind, "name": group}
         scaler(spec, target, name, count, scaled, out, service=engines)
-    cluster_usage(spec, target, inputs, out, LLMD_ENGINES_SERVICE)
-    keda_usage(spec, target, count, inputs, out)
-    no_takeover(spec, target, inputs, out)
+    tail(spec, target, count, inputs, out, by_key=LLMD_ENGINES_SERVICE)
     if shared is None:
         out.conditions.append(
             Condition(

@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from function.backends.cache_objects import (
-    CACHE_MOUNT,
     per_pod_caches,
     with_shared_cache,
 )
-from function.backends.pods import engine_env_vars, engine_probes, gpu_pod, secret_env_vars
+from function.backends.pods import VllmPod, vllm_pod
 from function.backends.resources import ENGINE_PORT, MODEL_ANNOTATION, PART_OF
-from function.backends.weights import Fill, fill_container
 from function.policy.llmd_profiles import KEEP_ALIVE_ENV, KEEP_ALIVE_S, data
 
 ROLE_LABEL: str = data()["disaggregation"]["roleLabel"]
@@ -204,87 +201,28 @@ def engine_statefulset(
     role: str,
     namespace: str,
     model: str,
-    image: str,
     sidecar_image: str | None,
     service: str,
     pool: str,
     service_account: str | None,
     replicas: int | None,
-    args: Sequence[str],
-    env: Sequence[tuple[str, str]],
-    secret_env: Sequence[tuple[str, tuple[str, str]]],
-    gpus: int,
-    cpu: str,
-    memory: str,
-    shm_size: str,
-    cache_size: str,
-    cache_class: str | None,
-    fill: Fill,
-    fetch_requests: Mapping[str, str],
-    fetch_memory_limit: str,
-    node_selector: Mapping[str, str] | None,
-    tolerations: Sequence[Mapping[str, Any]] | None,
-    runtime_class: str | None,
     rdma_resource: str | None,
-    startup_budget_s: int,
-    shared_claim: str | None = None,
-    pull_secrets: Sequence[str] = (),
+    pod: VllmPod,
 ) -> dict[str, Any]:
-    """A StatefulSet of one role's vLLM pods. Each pod has a model cache of its own
-    (volumeClaimTemplates, deleted with the pod's ordinal), or all mount `shared_claim`
-    (ReadWriteMany, filled by a Job before they start): pods of a role spread over nodes,
-    which one ReadWriteOnce claim could not follow. An init container downloads the model
-    (resumable, function/plan/model_fetch.py; on a filled cache it only checks) before vLLM starts.
-    A decode pod runs llm-d's routing sidecar (a native sidecar) on the pool's port, vLLM
-    behind it."""
+    """A StatefulSet of one role's vLLM pods, each a `pod` (function/backends/pods.py). Each
+    pod has a model cache of its own (volumeClaimTemplates, deleted with the pod's ordinal),
+    or all mount the shared claim (ReadWriteMany, filled by a Job before they start): pods of
+    a role spread over nodes, which one ReadWriteOnce claim could not follow. An init
+    container fills the cache (function/backends/weights.py; on a filled cache it only checks)
+    before vLLM starts. A decode pod runs llm-d's routing sidecar (a native sidecar) on the
+    pool's port, vLLM behind it."""
     decode = role == "decode"
+    disaggregated = role in ("prefill", "decode")
     vllm_port = DECODE_VLLM_PORT if decode else ENGINE_PORT
-    secrets = secret_env_vars(secret_env)
-    engine_env = engine_env_vars(env, secrets)
-    if not any(e["name"] == KEEP_ALIVE_ENV for e in engine_env):
-        engine_env.insert(0, {"name": KEEP_ALIVE_ENV, "value": str(KEEP_ALIVE_S)})
-    if role in ("prefill", "decode"):
-        engine_env[:0] = [
-            {"name": NIXL_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            {"name": NIXL_PORT_ENV, "value": str(NIXL_PORT)},
-        ]
-    gpu_resources = {"nvidia.com/gpu": str(gpus)}
-    if rdma_resource and role in ("prefill", "decode"):
-        gpu_resources[rdma_resource] = "1"
-    vllm: dict[str, Any] = {
-        "name": "vllm",
-        "image": image,
-        "command": ["vllm", "serve"],
-        "args": list(args),
-        "ports": [{"name": "http", "containerPort": vllm_port, "protocol": "TCP"}]
-        + (
-            [{"name": "nixl", "containerPort": NIXL_PORT, "protocol": "TCP"}]
-            if role in ("prefill", "decode")
-            else []
-        ),
-        "env": engine_env,
-        "resources": {
-            "requests": {"cpu": cpu, "memory": memory, **gpu_resources},
-            "limits": {"memory": memory, **gpu_resources},
-        },
-        "volumeMounts": [
-            {"name": "model-cache", "mountPath": CACHE_MOUNT},
-            {"name": "shm", "mountPath": "/dev/shm"},
-        ],
-        # The init container has downloaded the weights: loading them remains.
-        **engine_probes(vllm_port, startup_budget_s),
-    }
-    if rdma_resource and role in ("prefill", "decode"):
-        # RDMA memory registration pins pages (llm-d's RDMA guide, docs/resources/rdma).
-        vllm["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    # The init container fills the pod's cache (function/backends/weights.py).
-    fetch = fill_container(
-        fill, name="model-fetch", requests=fetch_requests, memory_limit=fetch_memory_limit
-    )
-    init = [fetch]
+    sidecars: list[dict[str, Any]] = []
     if decode:
         assert sidecar_image is not None
-        init.append(
+        sidecars.append(
             {
                 "name": "routing-proxy",
                 "image": sidecar_image,
@@ -322,21 +260,30 @@ def engine_statefulset(
             }
         )
     pod_labels = role_labels(labels_of, role)
-    pod = gpu_pod(
-        init=init,
-        containers=[vllm],
-        shm_size=shm_size,
-        node_selector=node_selector,
-        tolerations=tolerations,
-        runtime_class=runtime_class,
-        pull_secrets=pull_secrets,
-        volumes=fill.volumes,
+    nixl = [
+        {"name": NIXL_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": NIXL_PORT_ENV, "value": str(NIXL_PORT)},
+    ]
+    rdma = rdma_resource if disaggregated else None
+    spec = vllm_pod(
+        pod,
+        command=["vllm", "serve"],
+        port=vllm_port,
+        extra_ports=[{"name": "nixl", "containerPort": NIXL_PORT, "protocol": "TCP"}]
+        if disaggregated
+        else [],
+        env_first=nixl if disaggregated else [],
+        env_defaults=[(KEEP_ALIVE_ENV, str(KEEP_ALIVE_S))],
+        extra_resources={rdma: "1"} if rdma else None,
+        # RDMA memory registration pins pages (llm-d's RDMA guide, docs/resources/rdma).
+        security_context={"capabilities": {"add": ["IPC_LOCK"]}} if rdma else None,
+        sidecars=sidecars,
     )
     # No container gets the service account's token but the one that needs it.
-    pod["automountServiceAccountToken"] = False
+    spec["automountServiceAccountToken"] = False
     if service_account:
-        pod["serviceAccountName"] = service_account
-        pod["volumes"].append(sidecar_token_volume())
+        spec["serviceAccountName"] = service_account
+        spec["volumes"].append(sidecar_token_volume())
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -350,8 +297,8 @@ def engine_statefulset(
             "selector": {"matchLabels": dict(pod_labels)},
             "template": {
                 "metadata": {"labels": dict(pod_labels), "annotations": {MODEL_ANNOTATION: model}},
-                "spec": with_shared_cache(pod, shared_claim),
+                "spec": with_shared_cache(spec, pod.shared_claim),
             },
-            **per_pod_caches(cache_size, cache_class, shared_claim),
+            **per_pod_caches(pod.cache_size, pod.cache_class, pod.shared_claim),
         },
     }

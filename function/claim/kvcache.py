@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from function.spec_fields import P, SpecError, boolean, short
+from function.claim.fields import P, SpecError, boolean, short
 
 F = f"{P}.kvCache"
 # Whole GiB per GPU; at most 1 TiB (a GPU node's RAM is a few TiB at most).

@@ -8,10 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from function.limits import MAX_ENV, MAX_EXTRA_ARGS, MAX_PULL_SECRETS
-from function.policy import engine_args, vllm_cli
-from function.policy import simulator_cli as simulator
-from function.spec_fields import (
+from function.claim.fields import (
     DNS_SUBDOMAIN,
     P,
     SecretRef,
@@ -20,6 +17,9 @@ from function.spec_fields import (
     secret_ref,
     short,
 )
+from function.limits import MAX_ENV, MAX_EXTRA_ARGS, MAX_PULL_SECRETS
+from function.policy import engine_args, vllm_cli
+from function.policy import simulator_cli as simulator
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A Hugging Face revision: a branch, tag or commit (no spaces, no path tricks).

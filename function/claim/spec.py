@@ -1,10 +1,10 @@
 """The LLMInference spec as plain data, with the semantic checks a schema cannot make.
 
 The XRD already rejects wrong types and shapes; this module (with the sections it hands to
-function/spec_engine.py and function/spec_serving.py) still checks everything it reads,
+function/claim/engine.py and function/claim/serving.py) still checks everything it reads,
 because the function must answer clearly for any input (an XR applied before the XRD was
 updated, a render of a hand-written file, a fuzzer). Every problem is a `SpecError`
-(function/spec_fields.py) that names the field, the value and what would work.
+(function/claim/fields.py) that names the field, the value and what would work.
 """
 
 from __future__ import annotations
@@ -13,55 +13,46 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from function.hosts import ip_literal
-from function.limits import (
-    ALIAS,
-    ALIAS_MAX_ITEMS,
-    ALIAS_MAX_LENGTH,
-    BACKENDS,
-    HF_MODEL_ID,
-    HF_MODEL_ID_MAX_PART,
-    MAX_GPUS_MULTI_NODE,
-)
-from function.plan.storage import ACCESS_MODES
-from function.policy import llmd_profiles
-from function.spec_adapters import Adapter, parse_adapters
-from function.spec_engine import EngineOverrides, parse_engine
-from function.spec_fields import (
+from function.claim.adapters import Adapter, parse_adapters
+from function.claim.engine import EngineOverrides, parse_engine
+from function.claim.fields import (
     DNS_SUBDOMAIN,
     LABEL_KEY,
     P,
     SecretRef,
     SpecError,
-    boolean,
-    int_in,
+    optional_str,
     secret_ref,
     short,
 )
-from function.spec_fleet import Fleet, parse_fleet
-from function.spec_kvcache import KvCacheSpec, parse_kv_cache
-from function.spec_serving import (
+from function.claim.fleet import Fleet, parse_fleet
+from function.claim.kvcache import KvCacheSpec, parse_kv_cache
+from function.claim.model import (
+    parse_aliases,
+    parse_expert_parallel,
+    parse_gpu,
+    parse_model,
+)
+from function.claim.serving import (
     Autoscaling,
     Disaggregation,
     parse_autoscaling,
     parse_backend,
     parse_replicas,
 )
-from function.spec_source import WeightSource, parse_source
+from function.claim.source import WeightSource, parse_source
+from function.claim.storage import StorageSpec, parse_storage
+from function.hosts import ip_literal
+from function.limits import (
+    BACKENDS,
+)
+from function.policy import llmd_profiles
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 DEFAULT_HF_TOKEN_SECRET = "hf-token"
 DEFAULT_HF_TOKEN_KEY = "token"
 DEFAULT_API_KEY_KEY = "api-key"
-
-
-@dataclass(frozen=True)
-class StorageSpec:
-    class_name: str | None = None
-    size_gib: int | None = None
-    # ReadWriteOnce or ReadWriteMany: what the named class provides (None: the cluster says).
-    access_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,9 +79,9 @@ class LLMSpec:
     disaggregation: Disaggregation | None = None
     # placement, globalEndpoint, spillover: the model over several clusters (None: one)
     fleet: Fleet | None = None
-    # kvCache: LMCache KV offloading (function/spec_kvcache.py)
+    # kvCache: LMCache KV offloading (function/claim/kvcache.py)
     kv_cache: KvCacheSpec = field(default_factory=KvCacheSpec)
-    # spec.parameters.adapters: LoRA adapters served beside the model (function/spec_adapters.py)
+    # spec.parameters.adapters: LoRA adapters served beside the model (function/claim/adapters.py)
     adapters: tuple[Adapter, ...] = ()
     # spec.parameters.parallelism.expert: expert parallelism for a mixture of experts (None:
     # the function chooses, function/model/expert_parallel.py)
@@ -131,21 +122,10 @@ class LLMSpec:
         )
 
 
-def _optional_str(
-    params: dict, key: str, pattern: re.Pattern[str], what: str, where: str = P
-) -> str | None:
-    if key not in params or params[key] is None:
-        return None
-    value = params[key]
-    if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
-        raise SpecError(f"{where}.{key}", value, f"{where}.{key}: {short(value)} is not {what}")
-    return value
-
-
 def _host(params: dict) -> str | None:
     """spec.parameters.ingressHost: a DNS name, never an IP literal (Kubernetes refuses an IP
     as an Ingress rule's host, Gateway API as a route's hostname)."""
-    host = _optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
+    host = optional_str(params, "ingressHost", DNS_SUBDOMAIN, "a DNS name")
     if host is not None and ip_literal(host):
         raise SpecError(
             f"{P}.ingressHost",
@@ -154,76 +134,6 @@ def _host(params: dict) -> str | None:
             "(e.g. a name under nip.io for a bare IP: qwen.<ip>.nip.io)",
         )
     return host
-
-
-def _model(params: dict) -> str:
-    value = params.get("model")
-    if value is None or value == "":
-        raise SpecError(
-            f"{P}.model",
-            value,
-            f"{P}.model is required: a Hugging Face model id such as Qwen/Qwen2.5-1.5B-Instruct",
-        )
-    if (
-        not isinstance(value, str)
-        or not HF_MODEL_ID.match(value)
-        or any(len(part) > HF_MODEL_ID_MAX_PART for part in value.split("/"))
-    ):
-        raise SpecError(
-            f"{P}.model",
-            value,
-            f"{P}.model: {short(value)} is not a Hugging Face model id; write it as org/name, "
-            "e.g. Qwen/Qwen2.5-1.5B-Instruct",
-        )
-    return value
-
-
-def _gpu(params: dict) -> int | None:
-    value = params.get("gpu")
-    if value is None:
-        return None
-    number = int_in(value, 1, MAX_GPUS_MULTI_NODE)  # 2.0 is 2; 2.5 and bools are not
-    if number is None:
-        raise SpecError(
-            f"{P}.gpu",
-            value,
-            f"{P}.gpu: {short(value)} is not a GPU count; use a whole number from 1 to "
-            f"{MAX_GPUS_MULTI_NODE} (above a node's GPUs, whole nodes of a cluster with "
-            "apps.lws), or omit it to let the function choose",
-        )
-    return number
-
-
-STORAGE_SIZE = re.compile(r"^([1-9][0-9]{0,5})(Gi|Ti)$")
-
-
-def _storage(params: dict) -> StorageSpec:
-    storage = params.get("storage")
-    if storage is None:
-        return StorageSpec()
-    f = f"{P}.storage"
-    if not isinstance(storage, dict):
-        raise SpecError(f, storage, f"{f} must be an object (className, size, accessMode)")
-    class_name = _optional_str(storage, "className", DNS_SUBDOMAIN, "a StorageClass name", f)
-    size = storage.get("size")
-    size_gib = None
-    if size is not None:
-        m = STORAGE_SIZE.match(size) if isinstance(size, str) else None
-        if not m:
-            raise SpecError(
-                f"{f}.size",
-                size,
-                f"{f}.size: {short(size)} is not a size; write whole Gi or Ti, e.g. 800Gi or 2Ti",
-            )
-        size_gib = int(m.group(1)) * (1024 if m.group(2) == "Ti" else 1)
-    access_mode = storage.get("accessMode")
-    if access_mode is not None and access_mode not in ACCESS_MODES:
-        raise SpecError(
-            f"{f}.accessMode",
-            access_mode,
-            f"{f}.accessMode: {short(access_mode)} is not one of {', '.join(ACCESS_MODES)}",
-        )
-    return StorageSpec(class_name=class_name, size_gib=size_gib, access_mode=access_mode)
 
 
 def parse(xr: dict[str, Any]) -> LLMSpec:
@@ -241,10 +151,10 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         raise SpecError(
             P, params, f"{P} is required, with at least model (a Hugging Face model id)"
         )
-    provider_config = _optional_str(
+    provider_config = optional_str(
         params, "providerConfigName", DNS_SUBDOMAIN, "a ProviderConfig name"
     )
-    target_ns = _optional_str(params, "targetNamespace", DNS_LABEL, "a namespace name")
+    target_ns = optional_str(params, "targetNamespace", DNS_LABEL, "a namespace name")
     selector = _cluster_selector(params)
     if (
         target_ns is not None
@@ -325,8 +235,8 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
     return LLMSpec(
         name=name,
         namespace=namespace,
-        model=_model(params),
-        gpu=_gpu(params),
+        model=parse_model(params),
+        gpu=parse_gpu(params),
         ingress_host=_host(params),
         provider_config_name=provider_config,
         target_namespace=target_ns,
@@ -335,60 +245,19 @@ def parse(xr: dict[str, Any]) -> LLMSpec:
         hf_token_secret=secret_ref(params, "hfTokenSecretRef", DEFAULT_HF_TOKEN_KEY),
         api_key_secret=api_key,
         engine=engine,
-        storage=_storage(params),
+        storage=parse_storage(params),
         replicas=parse_replicas(params),
         autoscaling=parse_autoscaling(params),
-        aliases=_aliases(params),
+        aliases=parse_aliases(params),
         backend=backend,
         llmd_profile=profile,
         disaggregation=disaggregation,
         fleet=parse_fleet(params, selector is not None),
         kv_cache=parse_kv_cache(params),
         adapters=adapters,
-        expert_parallel=_expert_parallel(params),
+        expert_parallel=parse_expert_parallel(params),
         source=source,
     )
-
-
-def _expert_parallel(params: dict) -> bool | None:
-    """spec.parameters.parallelism.expert: True or False, None when not given."""
-    section = params.get("parallelism")
-    if section is None:
-        return None
-    f = f"{P}.parallelism"
-    if not isinstance(section, dict):
-        raise SpecError(f, section, f"{f} must be an object with `expert: true` or `false`")
-    if section.get("expert") is None:
-        return None
-    return boolean(section, "expert", f"{f}.expert")
-
-
-def _aliases(params: dict) -> tuple[str, ...]:
-    value = params.get("aliases")
-    if value is None:
-        return ()
-    f = f"{P}.aliases"
-    if not isinstance(value, list) or len(value) > ALIAS_MAX_ITEMS:
-        raise SpecError(f, value, f"{f} must be a list of at most {ALIAS_MAX_ITEMS} names")
-    out: list[str] = []
-    for i, alias in enumerate(value):
-        if not isinstance(alias, str) or len(alias) > ALIAS_MAX_LENGTH or not ALIAS.match(alias):
-            raise SpecError(
-                f"{f}[{i}]",
-                alias,
-                f"{f}[{i}]: {short(alias)} is not a model name; use letters, digits and . _ : "
-                f"/ -, starting and ending with a letter or digit, at most {ALIAS_MAX_LENGTH} "
-                "characters (e.g. qwen-small)",
-            )
-        if alias == params.get("model") or alias in out:
-            raise SpecError(
-                f"{f}[{i}]",
-                alias,
-                f"{f}[{i}]: {alias} is already a name of this model; list each alias once, "
-                f"and not {P}.model itself",
-            )
-        out.append(alias)
-    return tuple(out)
 
 
 # Label values as Kubernetes checks them (keys: spec_fields.LABEL_KEY).

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from function.claim.engine import EngineOverrides
+from function.claim.fields import P, SpecError, int_in, short
 from function.limits import (
     AUTOSCALING_METRICS,
     BACKENDS,
@@ -19,8 +21,6 @@ from function.limits import (
     SCALE_DOWN_DELAY_MAX,
 )
 from function.policy import engine_args, llmd_profiles, vllm_cli
-from function.spec_engine import EngineOverrides
-from function.spec_fields import P, SpecError, int_in, short
 
 
 @dataclass(frozen=True)

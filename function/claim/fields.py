@@ -64,10 +64,34 @@ def secret_ref(params: dict, field: str, default_key: str, where: str = P) -> Se
     f = f"{where}.{field}"
     if not isinstance(ref, dict):
         raise SpecError(f, ref, f"{f} must be an object with name (and optionally key)")
-    name = ref.get("name")
-    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
-        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
-    key = ref.get("key", default_key)
-    if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key):
-        raise SpecError(f"{f}.key", key, f"{f}.key: {short(key)} is not a Secret key")
-    return SecretRef(name=name, key=key)
+    return SecretRef(
+        name=secret_name(ref.get("name"), f"{f}.name"),
+        key=secret_key(ref.get("key", default_key), f"{f}.key"),
+    )
+
+
+def secret_name(value: object, field: str) -> str:
+    """`field` as the name of a Secret of the claim's namespace, or SpecError."""
+    if not isinstance(value, str) or len(value) > 253 or not DNS_SUBDOMAIN.match(value):
+        raise SpecError(field, value, f"{field}: {short(value)} is not a Secret name")
+    return value
+
+
+def secret_key(value: object, field: str) -> str:
+    """`field` as a key of a Secret's data, or SpecError."""
+    if not isinstance(value, str) or len(value) > 253 or not SECRET_KEY.match(value):
+        raise SpecError(field, value, f"{field}: {short(value)} is not a Secret key")
+    return value
+
+
+def optional_str(
+    params: dict, key: str, pattern: re.Pattern[str], what: str, where: str = P
+) -> str | None:
+    """`<where>.<key>`: a string of `pattern` (at most 253 characters) naming `what`, or None
+    when absent."""
+    if key not in params or params[key] is None:
+        return None
+    value = params[key]
+    if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
+        raise SpecError(f"{where}.{key}", value, f"{where}.{key}: {short(value)} is not {what}")
+    return value

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from function.claim.fields import P, SpecError, int_in, short
 from function.limits import (
     ADAPTER_MAX_ITEMS,
     ADAPTER_SOURCE_MAX_LENGTH,
@@ -26,12 +27,11 @@ from function.limits import (
     ALIAS_MAX_LENGTH,
     HF_MODEL_ID,
     HF_MODEL_ID_MAX_PART,
+    HUB_URL_PREFIX,
     LORA_RANKS,
 )
-from function.spec_fields import P, SpecError, int_in, short
 
 F = f"{P}.adapters"
-HUB_URL_PREFIX = "https://huggingface.co/"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,5 @@
-"""`dot-inference`: render, validate and generate, offline.
-
-Exit codes: 0 success; 1 a pipeline returned a fatal result, validation found problems,
-or generated files are stale; 2 the command could not run (bad input, missing file, no
-Composition). Every failure is one line on stderr, never a traceback.
-"""
+"""`dot-inference render`: render composite resources offline, one claim per job (forked
+workers), with a summary line per claim and optional validation."""
 
 from __future__ import annotations
 
@@ -11,66 +7,19 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from dot_inference.cli.common import (
+    PACKAGE_DIR,
+    CLIError,
+    _fail,
+    _problem_lines,
+    _render_module,
+    _validator,
+)
 from dot_inference.crossplane import documents, printer
-
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "package"
-
-
-class CLIError(Exception):
-    """A failure reported as one line and exit code 2."""
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"dot-inference: {message}", err=True)
-    sys.exit(code)
-
-
-class _Group(click.Group):
-    """Report usage errors and unexpected exceptions as one line, never a traceback."""
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["standalone_mode"] = False
-        try:
-            rv = super().main(*args, **kwargs)
-        except click.exceptions.Abort:
-            _fail("aborted", 130)
-        except click.ClickException as e:
-            _fail(e.format_message(), e.exit_code)
-        except click.exceptions.Exit as e:
-            sys.exit(e.exit_code)
-        except KeyboardInterrupt:
-            sys.exit(130)
-        except BrokenPipeError:
-            # The reader went away (`| head`): stop quietly, without a second error at exit.
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            except (OSError, ValueError):
-                pass
-            sys.exit(1)
-        if isinstance(rv, int):
-            sys.exit(rv)
-        sys.exit(0)
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("dot-inference")
-    except Exception:  # not installed as a distribution (a bare checkout)
-        return "unknown"
-
-
-@click.group(cls=_Group)
-@click.version_option(_version(), "--version", prog_name="dot-inference")
-def cli() -> None:
-    """Offline tooling for the dot-inference Crossplane Configuration."""
-
 
 # --------------------------------------------------------------------------- render
 
@@ -88,12 +37,6 @@ def state_file(path: Path) -> Path:
 class _Job:
     path: Path
     xr: dict
-
-
-def _render_module() -> Any:
-    from dot_inference.crossplane import render
-
-    return render
 
 
 STDIN = Path("-")
@@ -138,31 +81,7 @@ def _load_many(paths: tuple[Path, ...]) -> list[dict]:
     return objs
 
 
-def _validator() -> Any:
-    try:
-        from dot_inference.apiserver import validate_objects
-    except ImportError as e:
-        raise CLIError(f"validation is not available: {e}") from e
-    return validate_objects
-
-
-def _problem_lines(report: Any) -> list[str]:
-    lines = [
-        f"dot-inference: invalid: {name}: {err}"
-        for name, errors in report.invalid
-        for err in errors or ["invalid"]
-    ]
-    return lines + [f"dot-inference: no schema: {name}" for name in report.no_schema]
-
-
-def _print_problems(report: Any) -> bool:
-    lines = _problem_lines(report)
-    for line in lines:
-        click.echo(line, err=True)
-    return bool(lines)
-
-
-@cli.command("render")
+@click.command("render")
 @click.argument("target", metavar="XR.yaml|DIR|-", type=click.Path(path_type=Path, allow_dash=True))
 @click.option(
     "-o",
@@ -503,245 +422,3 @@ def _summary(xr: dict, result: Any) -> str:
     if warnings:
         parts.append(f"{len(warnings)} warning(s): {warnings[0].get('message')}")
     return ", ".join(parts)
-
-
-# --------------------------------------------------------------------------- plan
-
-
-@cli.command("plan")
-@click.argument("model")
-@click.option("--gpu", "gpu_types", multiple=True, help="Only this GPU type (repeatable).")
-@click.option("--context", type=click.IntRange(1), help="Size for this context (maxModelLen).")
-@click.option("--per-node", type=click.IntRange(1, 64), default=8, show_default=True)
-@click.option(
-    "--nodes",
-    type=click.IntRange(1, 16),
-    default=1,
-    show_default=True,
-    help="Nodes one replica may span (a cluster with apps.lws).",
-)
-@click.option(
-    "--hub", is_flag=True, help="Ask the Hugging Face Hub about models the catalog lacks."
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "yaml", "json"]),
-    default="table",
-    show_default=True,
-    help="yaml: a claim ready to apply for each GPU type that fits.",
-)
-@click.option(
-    "--chart",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Draw one GPU's memory per GPU type into this PNG (needs dot-inference[chart]).",
-)
-def plan_cmd(
-    model: str,
-    gpu_types: tuple[str, ...],
-    context: int | None,
-    per_node: int,
-    nodes: int,
-    hub: bool,
-    output: str,
-    chart: Path | None,
-) -> int:
-    """Size MODEL on every GPU type as the function would: GPUs and how they split it,
-    weights and KV cache per GPU, the context and the requests it holds at once."""
-    from dot_inference import planner
-    from function.limits import GPU_TYPES
-    from function.model import hub as hub_client
-
-    unknown = [g for g in gpu_types if g not in GPU_TYPES]
-    if unknown:
-        _fail(f"unknown GPU type {', '.join(unknown)}; known: {', '.join(GPU_TYPES)}")
-    hub_client.reset_client(hub_client.HubClient(offline=None if hub else True))
-    rows = planner.plan_rows(
-        model, list(gpu_types) or None, context=context, per_node=per_node, nodes=nodes
-    )
-    if output == "yaml":
-        click.echo(planner.claims_yaml(model, rows, context), nl=False)
-    elif output == "json":
-        click.echo(planner.as_json(rows), nl=False)
-    else:
-        click.echo(planner.table(rows, context, nodes), nl=False)
-    if chart is not None:
-        try:
-            planner.chart(rows, chart, model)
-        except planner.ChartUnavailable as e:
-            _fail(str(e))
-        click.echo(f"dot-inference: wrote {chart}", err=True)
-    return 0
-
-
-# --------------------------------------------------------------------------- validate
-
-
-@cli.command("validate")
-@click.argument("source", metavar="FILE|DIR|-", type=click.Path(path_type=Path, allow_dash=True))
-def validate_cmd(source: Path) -> int:
-    """Validate Kubernetes objects against the upstream schemas.
-
-    Reads a YAML file, a directory of YAML files, or `-` for standard input. Documents of
-    `crossplane render`'s own kinds (render.crossplane.io Result, Context) are skipped.
-    """
-    try:
-        rmod = _render_module()
-        if str(source) == "-":
-            objs = documents.load_yaml_documents(sys.stdin.read(), "<stdin>")
-            for doc in objs:
-                if not isinstance(doc, dict):
-                    raise CLIError(
-                        f"<stdin>: expected Kubernetes objects, found a {type(doc).__name__}"
-                    )
-        else:
-            objs = documents.load_objects(source)
-        objs = [
-            o for o in objs if not str(o.get("apiVersion", "")).startswith("render.crossplane.io/")
-        ]
-        report = _validator()(objs)
-    except CLIError as e:
-        _fail(str(e))
-    except Exception as e:
-        rmod = sys.modules.get("dot_inference.crossplane.render")
-        if rmod is not None and isinstance(e, documents.RenderError):
-            _fail(str(e))
-        _fail(f"internal error: {type(e).__name__}: {e}")
-
-    for name in report.valid:
-        click.echo(f"valid: {name}")
-    bad = _print_problems(report)
-    summary = (
-        f"{len(report.valid)} valid, {len(report.invalid)} invalid, "
-        f"{len(report.no_schema)} without a schema"
-    )
-    click.echo(summary, err=bad)
-    return 1 if bad or not report.ok else 0
-
-
-# --------------------------------------------------------------------------- generate
-
-
-@cli.command("generate")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if package/ is stale.")
-def generate_cmd(check: bool) -> int:
-    """Generate package/ from the KCL sources in kcl/."""
-    try:
-        from dot_inference.generate import generate
-
-        return int(generate(check=check))
-    except Exception as e:
-        _fail(f"generate: {type(e).__name__}: {e}")
-
-
-# --------------------------------------------------------------------------- vendor, pin
-
-
-@cli.command("vendor")
-@click.argument("folders", nargs=-1)
-@click.option("--check", is_flag=True, help="Change nothing; exit 1 if a folder is stale.")
-@click.option(
-    "--git-url",
-    help="Fetch from this git URL instead of the SOURCE's GitHub repository (one folder).",
-)
-def vendor_cmd(folders: tuple[str, ...], check: bool, git_url: str | None) -> int:
-    """Re-vendor schemas/: every folder whose pin moved, or the FOLDERS named."""
-    from dot_inference import vendor
-
-    try:
-        code, lines = vendor.vendor(list(folders), git_url=git_url, check=check)
-    except (vendor.VendorError, OSError) as e:
-        _fail(f"vendor: {e}")
-    for line in lines:
-        click.echo(line, err=code != 0)
-    return code
-
-
-@cli.command("pin")
-@click.argument("name")
-def pin_cmd(name: str) -> int:
-    """Print a pinned version: NAME in kcl/versions.k, or devbox.json:<package>."""
-    from dot_inference import pins
-
-    try:
-        click.echo(pins.pin(name))
-    except (pins.PinError, OSError, ValueError) as e:
-        _fail(f"pin: {e}")
-    return 0
-
-
-@cli.command("renovate-extract")
-@click.argument(
-    "repo", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path(".")
-)
-def renovate_extract_cmd(repo: Path) -> int:
-    """Print every dependency Renovate finds in REPO (its tracked files), offline."""
-    from dot_inference import renovate
-
-    try:
-        deps = renovate.extract(repo.resolve())
-    except renovate.RenovateError as e:
-        _fail(f"renovate-extract: {e}", 1)
-    click.echo(renovate.rows(deps), nl=False)
-    click.echo(f"{len(deps)} dependencies found", err=True)
-    return 0
-
-
-@cli.command("lint-workflows")
-def lint_workflows_cmd() -> int:
-    """actionlint on .github/workflows (installed on first use where it can be)."""
-    from dot_inference import workflows
-
-    try:
-        code, message = workflows.lint()
-    except (OSError, ValueError) as e:
-        _fail(f"lint-workflows: {e}")
-    click.echo(message, err=code != 0)
-    return code
-
-
-# --------------------------------------------------------------------------- release
-
-
-@cli.group("release")
-def release_group() -> None:
-    """The project's version and where its release goes (pyproject.toml)."""
-
-
-@release_group.command("info")
-@click.argument("field", required=False)
-def release_info_cmd(field: str | None) -> int:
-    """Print KEY=value lines (version, tag, registry, packages), or one FIELD's value."""
-    from dataclasses import asdict
-
-    from dot_inference import release
-
-    try:
-        rel = release.release()
-    except (release.ReleaseError, OSError, ValueError) as e:
-        _fail(f"release: {e}")
-    values = asdict(rel)
-    if field is None:
-        click.echo(rel.env(), nl=False)
-    elif field in values:
-        click.echo(values[field])
-    else:
-        _fail(f"release info: no field {field!r} (fields: {', '.join(values)})")
-    return 0
-
-
-@release_group.command("check-tag")
-@click.argument("tag")
-def release_check_tag_cmd(tag: str) -> int:
-    """Exit 1 unless TAG (e.g. $GITHUB_REF_NAME) is v<the project's version>."""
-    from dot_inference import release
-
-    try:
-        click.echo(f"releasing {release.check_tag(tag)}")
-    except release.ReleaseError as e:
-        _fail(f"release: {e}", 1)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    cli()

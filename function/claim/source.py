@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from function.claim.fields import P, SecretRef, SpecError, secret_key, secret_name, short
 from function.limits import (
     IMAGE_REFERENCE,
     SOURCE_ENDPOINT,
@@ -22,7 +23,6 @@ from function.limits import (
     SOURCE_REGION,
     SOURCE_S3,
 )
-from function.spec_fields import DNS_SUBDOMAIN, SECRET_KEY, P, SecretRef, SpecError, short
 
 F = f"{P}.source"
 
@@ -166,16 +166,12 @@ def _credentials(section: dict) -> S3Credentials | None:
     f = f"{F}.credentialsSecretRef"
     if not isinstance(ref, dict):
         raise SpecError(f, ref, f"{f} must be an object with name (and optionally the keys)")
-    name = ref.get("name")
-    if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
-        raise SpecError(f"{f}.name", name, f"{f}.name: {short(name)} is not a Secret name")
-    keys = []
-    for field, default in (
-        ("accessKeyIdKey", ACCESS_KEY_ID),
-        ("secretAccessKeyKey", SECRET_ACCESS_KEY),
-    ):
-        key = ref.get(field, default)
-        if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key):
-            raise SpecError(f"{f}.{field}", key, f"{f}.{field}: {short(key)} is not a Secret key")
-        keys.append(SecretRef(name=name, key=key))
+    name = secret_name(ref.get("name"), f"{f}.name")
+    keys = [
+        SecretRef(name=name, key=secret_key(ref.get(field, default), f"{f}.{field}"))
+        for field, default in (
+            ("accessKeyIdKey", ACCESS_KEY_ID),
+            ("secretAccessKeyKey", SECRET_ACCESS_KEY),
+        )
+    ]
     return S3Credentials(access_key_id=keys[0], secret_access_key=keys[1])

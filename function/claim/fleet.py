@@ -14,9 +14,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from function.hosts import public_dns_name
-from function.limits import HF_MODEL_ID_MAX_PART, MAX_PLACEMENTS, MAX_SPILLOVER
-from function.spec_fields import (
+from function.claim.fields import (
     DNS_SUBDOMAIN,
     LABEL_KEY,
     P,
@@ -26,6 +24,8 @@ from function.spec_fields import (
     secret_ref,
     short,
 )
+from function.hosts import public_dns_name
+from function.limits import HF_MODEL_ID_MAX_PART, MAX_PLACEMENTS, MAX_SPILLOVER
 
 # spreadBy's default: the cluster's provider and region (function/cluster/spread.py).
 SPREAD_BY_REGION = "region"
