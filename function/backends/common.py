@@ -216,6 +216,26 @@ def keep_engine(target: Target, key: str, observed: Any, autoscaled: bool, out: 
     out.resources[key + target.suffix] = without_replicas(kept, remote) if autoscaled else kept
 
 
+def hold_or_place(
+    spec: LLMSpec,
+    target: Target,
+    key: str,
+    manifest: dict[str, Any],
+    out: Outcome,
+    *,
+    holding: bool,
+    observed: Any,
+    autoscaled: bool,
+    **wrap: Any,
+) -> None:
+    """The engine `manifest` placed under `key`; while `holding` (a new model downloads beside
+    the one that serves), the `observed` engine kept as it is instead."""
+    if holding:
+        keep_engine(target, key, observed, autoscaled, out)
+    else:
+        place(spec, target, key, manifest, out, **wrap)
+
+
 def without_replicas(obj: dict[str, Any], remote: bool) -> dict[str, Any]:
     """A desired object (or its Object wrapper) without the replica count KEDA owns."""
     if not remote:

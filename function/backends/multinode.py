@@ -17,7 +17,7 @@ from function.backends.cache_objects import (
 from function.backends.common import (
     OwnPods,
     copy_secrets,
-    keep_engine,
+    hold_or_place,
     place,
     scaler,
     serve_args,
@@ -161,29 +161,29 @@ def build_multinode(job: Build, out: Outcome) -> Engine:
     observed = inputs.observed.get(key + target.suffix)
     holding = shared is not None and shared.holding(observed, remote)
     ready = shared is None or shared.fetch.done
-    if holding:
-        # The group serving now stays as it is while the new revision downloads.
-        keep_engine(target, key, observed, count.autoscaled, out)
-    else:
-        place(
-            spec,
-            target,
-            key,
-            leader_worker_set(
-                name=group,
-                labels_of=name,
-                namespace=target.namespace,
-                model=spec.model,
-                nodes=plan.nodes,
-                # On a shared cache, no group before the weights are in it.
-                replicas=(None if count.autoscaled else count.low) if ready else 0,
-                pod=own.pod(plan, args, cache),
-            ),
-            out,
-            suffix=f"lws-{digest}",
-            readiness_cel=LWS_READY_CEL,
-            watch=True,
-        )
+    # The group serving now stays as it is while the new revision downloads.
+    hold_or_place(
+        spec,
+        target,
+        key,
+        leader_worker_set(
+            name=group,
+            labels_of=name,
+            namespace=target.namespace,
+            model=spec.model,
+            nodes=plan.nodes,
+            # On a shared cache, no group before the weights are in it.
+            replicas=(None if count.autoscaled else count.low) if ready else 0,
+            pod=own.pod(plan, args, cache),
+        ),
+        out,
+        holding=holding,
+        observed=observed,
+        autoscaled=count.autoscaled,
+        suffix=f"lws-{digest}",
+        readiness_cel=LWS_READY_CEL,
+        watch=True,
+    )
     place(
         spec,
         target,

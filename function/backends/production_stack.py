@@ -19,9 +19,8 @@ from function.backends.cache_objects import CACHE_ENV, CACHE_MOUNT, ENGINE_PYTHO
 from function.backends.common import (
     RUNTIME_SCALE_TARGET,
     copy_secrets,
-    keep_engine,
+    hold_or_place,
     own_namespace,
-    place,
     scaler,
     tail,
 )
@@ -339,19 +338,19 @@ def build_production_stack(job: Build, out: Outcome) -> Engine:
         # A running engine holds a ReadWriteOnce claim on its node: the Job goes there.
         colocate=holding and layout.access_mode == storage.READ_WRITE_ONCE,
     )
-    if holding:
-        keep_engine(target, RUNTIME, observed_runtime, count.autoscaled, out)
-    else:
-        place(
-            spec,
-            target,
-            RUNTIME,
-            runtime,
-            out,
-            suffix="runtime",
-            readiness_cel=RUNTIME_READY_CEL,
-            watch=True,
-        )
+    hold_or_place(
+        spec,
+        target,
+        RUNTIME,
+        runtime,
+        out,
+        holding=holding,
+        observed=observed_runtime,
+        autoscaled=count.autoscaled,
+        suffix="runtime",
+        readiness_cel=RUNTIME_READY_CEL,
+        watch=True,
+    )
     observed_scaler = inputs.observed.get(SCALER + target.suffix)
     if count.autoscaled and cached:
         # KEDA takes over once the model is cached (the runtime then has replicas to scale).

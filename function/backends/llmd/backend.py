@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from function import kube
-from function.backends import resources, weights
+from function.backends import common, resources, weights
 from function.backends.base import Backend, Build, Engine
 from function.backends.cache import (
     SharedCache,
@@ -14,15 +14,6 @@ from function.backends.cache import (
     many_pods_cache,
     per_pod_cache_status,
     shared_cache_status,
-)
-from function.backends.common import (
-    OwnPods,
-    copy_secrets,
-    keep_engine,
-    place,
-    scaler,
-    serve_args,
-    tail,
 )
 from function.backends.llmd import objects as llmd
 from function.backends.llmd import picker as epp
@@ -83,7 +74,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     router = kube.dns_label(f"{spec.name}-llm-d")
     engines = kube.dns_label(f"{spec.name}-engines")
     meta = {"namespace": target.namespace, "model": spec.model, "labels_of": name}
-    secrets = copy_secrets(spec, facts, target, name, inputs, out)
+    secrets = common.copy_secrets(spec, facts, target, name, inputs, out)
     class_name = spec.storage.class_name or target.storage_class
     # Both sides of a disaggregated model take the requests either may get: the shorter
     # context of the two.
@@ -129,7 +120,9 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         )
         class_name = layout.class_name
     ready = shared is None or shared.fetch.done
-    own = OwnPods(spec, target, image, secrets, fill, class_name, shared.claim if shared else None)
+    own = common.OwnPods(
+        spec, target, image, secrets, fill, class_name, shared.claim if shared else None
+    )
     for r in roles:
         cache, _ = cache_plan(
             spec, target, facts, r.plan, inputs, layout, SHARED_CACHE if shared else CACHE
@@ -141,16 +134,16 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         if disaggregated:
             extra = ["--kv-transfer-config", llmd.kv_transfer_config(r.role), *extra]
         port = llmd.DECODE_VLLM_PORT if r.role == "decode" else resources.ENGINE_PORT
-        args = serve_args(spec, facts, r.plan, max_len, extra, port=port)
+        args = common.serve_args(spec, facts, r.plan, max_len, extra, port=port)
         if r.role in ("aggregated", "decode"):
             main = (group, key, ["vllm", "serve", *args])
         observed = inputs.observed.get(key + target.suffix)
         if shared is not None and shared.holding(observed, remote):
             # Pods serving now stay as they are while a new revision downloads.
-            keep_engine(target, key, observed, r.replicas is None, out)
+            common.keep_engine(target, key, observed, r.replicas is None, out)
             held = True
             continue
-        place(
+        common.place(
             spec,
             target,
             key,
@@ -182,7 +175,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     elif caches:
         note = "" if target.shared_storage else " (the cluster publishes no shared class)"
         out.status_extra["cache"] = per_pod_cache_status(caches, class_name, note)
-    place(
+    common.place(
         spec,
         target,
         LLMD_ENGINES_SERVICE,
@@ -193,9 +186,9 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     for key, manifest in zip(
         LLMD_ROUTER_IDENTITY, epp.router_identity(name=router, **meta), strict=True
     ):
-        place(spec, target, key, manifest, out, suffix=key)
+        common.place(spec, target, key, manifest, out, suffix=key)
     config = epp.epp_config_text(spec.llmd_profile, disaggregated)
-    place(
+    common.place(
         spec,
         target,
         LLMD_PICKER_CONFIG,
@@ -203,7 +196,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         out,
         suffix="epp-config",
     )
-    place(
+    common.place(
         spec,
         target,
         LLMD_PICKER,
@@ -220,7 +213,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         suffix="epp",
         readiness_cel=epp.EPP_READY_CEL,
     )
-    place(
+    common.place(
         spec,
         target,
         LLMD_PICKER_SERVICE,
@@ -228,7 +221,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         out,
         suffix="epp-service",
     )
-    place(
+    common.place(
         spec,
         target,
         LLMD_POOL,
@@ -237,7 +230,7 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
         suffix="pool",
     )
     host, prefix = llmd_route(spec, target)
-    place(
+    common.place(
         spec,
         target,
         LLMD_ROUTE,
@@ -257,8 +250,8 @@ def build_llmd(job: Build, out: Outcome) -> Engine:
     if count.autoscaled and (ready or held):
         kind = "Deployment" if simulate else "StatefulSet"
         scaled = {"apiVersion": "apps/v1", "kind": kind, "name": group}
-        scaler(spec, target, name, count, scaled, out, service=engines)
-    tail(spec, target, count, inputs, out, by_key=LLMD_ENGINES_SERVICE)
+        common.scaler(spec, target, name, count, scaled, out, service=engines)
+    common.tail(spec, target, count, inputs, out, by_key=LLMD_ENGINES_SERVICE)
     if shared is None:
         out.conditions.append(
             Condition(
