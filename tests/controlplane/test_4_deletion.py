@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from applied_examples import existing
+from applied_examples import existing, source_objects
 from conftest import NS, XR_API, xrs
 
 from dot_inference.controlplane.kube import Kube, KubeError
@@ -110,4 +110,12 @@ def test_no_download_pod_outlives_its_job(applied: list[dict[str, Any]], kube: K
     foreground deletion itself (its foregroundDeletion finalizer), so its pods go first."""
     left = kube.list("v1", "Pod", NS, selector="app.kubernetes.io/component=model-fetch")
     assert not left, [p["metadata"]["name"] for p in left]
-    assert not kube.list("v1", "PersistentVolumeClaim", NS)
+    # Every model cache the examples composed is gone; the claim a user staged weights on
+    # (examples/llm-pvc-weights.yaml's, applied_examples.source_objects) is the user's.
+    assert not kube.list(
+        "v1", "PersistentVolumeClaim", NS, selector="app.kubernetes.io/part-of=dot-inference"
+    )
+    staged = {
+        o["metadata"]["name"] for o in source_objects() if o["kind"] == "PersistentVolumeClaim"
+    }
+    assert {c["metadata"]["name"] for c in kube.list("v1", "PersistentVolumeClaim", NS)} <= staged
