@@ -498,3 +498,96 @@ def test_each_source_example_is_sized_and_says_from_what(example: str) -> None:
     assert plan["fits"] is True and plan["gpus"] >= 1
     assert plan["weights"]["source"] == xr["spec"]["parameters"]["source"]["uri"]
     assert plan["weights"]["facts"].startswith(f"sized from the model catalog's entry for {model}")
+
+
+# --------------------------------------------------------------------------- where from
+
+
+def _target(**changes: Any) -> Any:
+    import dataclasses
+
+    from function.cluster.target import without_cluster
+
+    return dataclasses.replace(without_cluster(parse(claim())), **changes)
+
+
+# (case, source, the target's changes, the refusal's words, or None when allowed)
+WHERE_FROM = [
+    ("AWS itself", {"uri": "s3://models/q"}, {}, None),
+    (
+        "a public store over https",
+        {"uri": "s3://models/q", "endpoint": "https://s3.example.com"},
+        {},
+        None,
+    ),
+    (
+        "a Service of the cluster",
+        {"uri": "s3://models/q", "endpoint": "https://minio.ns.svc.cluster.local"},
+        {},
+        "minio.ns.svc.cluster.local is not a public DNS name",
+    ),
+    (
+        "the metadata address",
+        {"uri": "s3://models/q", "endpoint": "http://169.254.169.254"},
+        {},
+        "169.254.169.254 is not a public DNS name",
+    ),
+    (
+        "a Service the cluster lists, over http",
+        {"uri": "s3://models/q", "endpoint": "http://minio.ns.svc.cluster.local:9000"},
+        {"cluster": "c", "model_source_hosts": ("minio.ns.svc.cluster.local",)},
+        None,
+    ),
+    (
+        "a Service another host is listed for",
+        {"uri": "s3://models/q", "endpoint": "https://minio.ns.svc.cluster.local"},
+        {"cluster": "c", "model_source_hosts": ("minio.other.svc.cluster.local",)},
+        "listed in spec.parameters.tenancy.modelSourceHosts of InferenceCluster a-team/c",
+    ),
+    (
+        "a public store over http",
+        {"uri": "s3://models/q", "endpoint": "http://s3.example.com"},
+        {},
+        "is plain http to a public host",
+    ),
+    (
+        "a public store the cluster lists, over http",
+        {"uri": "s3://models/q", "endpoint": "http://s3.example.com"},
+        {"cluster": "c", "model_source_hosts": ("s3.example.com",)},
+        None,
+    ),
+    ("the claim's own namespace's claim", {"uri": "pvc://store/q"}, {}, None),
+    (
+        "a claim of the namespace targetNamespace names",
+        {"uri": "pvc://store/q"},
+        {"namespace": "shared"},
+        "this model deploys into shared (spec.parameters.targetNamespace), not its own "
+        "namespace a-team",
+    ),
+    ("an image, anywhere", {"uri": "oci://r.example.com/m/q:v1"}, {"namespace": "shared"}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "says"), [c[1:] for c in WHERE_FROM], ids=[c[0] for c in WHERE_FROM]
+)
+def test_weights_come_only_from_where_the_claim_may_read(
+    source: dict[str, Any], target: dict[str, Any], says: str | None
+) -> None:
+    from function.policy.weights import check_source
+
+    spec = parse(claim(source=source))
+    if says is None:
+        check_source(spec, _target(**target))
+        return
+    with pytest.raises(SpecError) as e:
+        check_source(spec, _target(**target))
+    field = (
+        "spec.parameters.source.uri"
+        if source["uri"].startswith("pvc")
+        else ("spec.parameters.source.endpoint")
+    )
+    assert e.value.field == field
+    assert e.value.value == source.get("endpoint", source["uri"])
+    assert e.value.message.startswith(f"{field}: ")
+    assert says in e.value.message
