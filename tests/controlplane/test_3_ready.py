@@ -2,7 +2,8 @@
 (the LeaderWorkerSet controller, KEDA's operator, the production-stack operator's model;
 dot_inference/controlplane/controllers.py), every example that can serve here becomes Ready as
 a user would see it, and every one that cannot says why (docs/control-plane.md's table, which
-this file reads); a ScaledObject becomes its HorizontalPodAutoscaler with the claim's bounds."""
+this file reads); a ScaledObject becomes its HorizontalPodAutoscaler with the claim's bounds;
+weights from a source are copied by the pinned tool and served from the copy."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from applied_examples import DOCS, examples_table
 from conftest import NS, XR_API, until
 
+from dot_inference.controlplane import install
 from dot_inference.controlplane.kube import Kube, condition, is_true
 from dot_inference.controlplane.plane import Plane
 
@@ -169,3 +171,63 @@ def test_the_claims_status_names_each_reason_it_is_not_ready() -> None:
     """Every `no` of the table gives a reason of a kind the suite knows."""
     kinds = {re.split(r"[:;]", why, maxsplit=1)[0] for yes, why in TABLE_ROWS.values() if not yes}
     assert kinds <= {"serving", "cloud", "charts", "refused"}, kinds
+
+
+SOURCED = {
+    d["metadata"]["name"]: d
+    for _, d in DOCS
+    if d["kind"] == "LLMInference" and (d["spec"]["parameters"].get("source") or {}).get("uri")
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCED))
+def test_weights_from_a_source_are_copied_by_the_pinned_tool_and_served_from_the_copy(
+    name: str, applied: list[dict[str, Any]], kube: Kube
+) -> None:
+    """Each source example (examples/llm-{s3,pvc,oci}-weights.yaml), applied with the rest
+    (here, before test_4 deletes them):
+    its copy Job completed with the image the Composition pins for the scheme (the modelcar
+    image itself for oci://), mounting the staged claim where there is one, and the engine
+    the operator's model runs loads the copy's directory, served under the model's id."""
+    xr = kube.get(XR_API, "LLMInference", name, NS)
+    assert xr is not None and is_true(xr, "Ready"), (xr or {}).get("status")
+    weights = xr["status"]["plan"]["weights"]
+    uri = SOURCED[name]["spec"]["parameters"]["source"]["uri"]
+    assert weights["source"] == uri
+    job_name = weights["copiedBy"].removeprefix("Job ")
+    step = next(
+        s["input"]
+        for d in install.load([ROOT / "package" / "llminference" / "composition.yaml"])
+        for s in d["spec"]["pipeline"]
+        if s.get("input", {}).get("kind") == "Input"
+    )
+    tool = {"s3": step["s3Tool"]["image"], "pvc": step["copyTool"]["image"]}.get(
+        uri.split("://")[0], uri.removeprefix("oci://")
+    )
+    (job,) = [j for j in kube.list("batch/v1", "Job", None) if j["metadata"]["name"] == job_name]
+    assert (job.get("status") or {}).get("succeeded", 0) >= 1
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == tool
+    ns = job["metadata"]["namespace"]
+    pods = kube.list("v1", "Pod", ns, selector=f"job-name={job_name}")
+    assert pods, f"no pod of Job {ns}/{job_name}"
+    if uri.startswith("pvc://"):
+        staged = uri.removeprefix("pvc://").split("/")[0]
+        for pod in pods:
+            claims = {
+                (v.get("persistentVolumeClaim") or {}).get("claimName")
+                for v in pod["spec"]["volumes"]
+            }
+            assert staged in claims, "the copy mounts the staged claim"
+            assert pod["spec"].get("nodeName"), "the scheduler placed it (the claim bound)"
+    # The Deployment the operator's model made of the VLLMRuntime runs `vllm serve <copy>`.
+    engine = xr["status"]["plan"]["engineArgs"]
+    assert engine[:3] == ["vllm", "serve", weights["path"]]
+    assert (
+        engine[engine.index("--served-model-name") + 1]
+        == SOURCED[name]["spec"]["parameters"]["model"]
+    )
+    deployment = kube.get("apps/v1", "Deployment", name, ns)
+    assert deployment is not None, f"no engine Deployment {ns}/{name}"
+    vllm = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert vllm["args"][0] == weights["path"]
