@@ -421,20 +421,6 @@ def pod_env(spec: LLMSpec, plan: sizing.Plan) -> list[tuple[str, str]]:
     return [*plan.env, *spec.engine.env, ("HF_HUB_OFFLINE", "1")]
 
 
-def pod_cache_fill(spec: LLMSpec, cache: storage.CachePlan) -> dict[str, Any]:
-    """How such a pod's init container fills its model cache, and how long its vLLM may then
-    take to start: twice the estimated start (weights read at the stated rate plus
-    storage.ENGINE_INIT_S), since the init container has downloaded before the probes run."""
-    return {
-        "fetch_requests": {
-            "cpu": sizing.cpu_quantity(storage.FETCH_CPU_MILLICORES),
-            "memory": sizing.memory_quantity(storage.FETCH_MEMORY_MIB),
-        },
-        "fetch_memory_limit": sizing.memory_quantity(storage.FETCH_MEMORY_LIMIT_MIB),
-        "startup_budget_s": 2 * cache.start_s,
-    }
-
-
 @dataclass(frozen=True)
 class OwnPods:
     """What every vLLM pod a backend writes itself shares for one claim (pods.VllmPod): the
@@ -453,6 +439,7 @@ class OwnPods:
         """The pod of `plan` running `vllm serve args`, its own cache of `cache`'s size (or
         the shared claim)."""
         spec, target = self.spec, self.target
+        fill = weights.fill_resources()
         return pods.VllmPod(
             image=self.image,
             args=tuple(args),
@@ -470,7 +457,11 @@ class OwnPods:
             tolerations=target.tolerations or None,
             runtime_class=target.runtime_class,
             pull_secrets=self.secrets.pull,
-            **pod_cache_fill(spec, cache),
+            fetch_requests=fill["requests"],
+            fetch_memory_limit=fill["memory_limit"],
+            # The init container has downloaded before the probes run: vLLM may take twice
+            # the estimated start (weights read at the stated rate plus storage.ENGINE_INIT_S).
+            startup_budget_s=2 * cache.start_s,
         )
 
 

@@ -76,8 +76,6 @@ class Fill:
     identity: tuple[Any, ...]
     mounts: tuple[Mapping[str, Any], ...] = ()
     volumes: tuple[Mapping[str, Any], ...] = ()
-    # What it fills the cache from, as messages name it.
-    what: str = ""
     # Registry credentials of its image: the engine's (a private mirror of a tool, a modelcar).
     pull_secrets: tuple[str, ...] = ()
 
@@ -123,7 +121,6 @@ def hub_fill(
             *token,
         ),
         identity=(spec.model, image, hf_token, *([revision] if revision else [])),
-        what=spec.model,
         pull_secrets=tuple(pull_secrets),
     )
 
@@ -159,7 +156,6 @@ def source_fill(
             command=("/bin/sh", "-c", S3_SCRIPT),
             env=tuple(env),
             identity=(source.uri, source.endpoint, source.region, list(credentials), image),
-            what=source.uri,
             pull_secrets=tuple(pull_secrets),
         )
     if source.scheme == "pvc":
@@ -181,7 +177,6 @@ def source_fill(
                     "persistentVolumeClaim": {"claimName": source.claim, "readOnly": True},
                 },
             ),
-            what=source.uri,
             pull_secrets=tuple(pull_secrets),
         )
     assert source.image is not None
@@ -190,7 +185,6 @@ def source_fill(
         command=("/bin/sh", "-c", COPY_SCRIPT),
         env=(*common, {"name": "FROM", "value": MODELCAR_DIR}),
         identity=(source.uri,),
-        what=source.uri,
         pull_secrets=tuple(pull_secrets),
     )
 

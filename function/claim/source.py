@@ -21,6 +21,7 @@ from function.limits import (
     SOURCE_MAX_LENGTH,
     SOURCE_PVC,
     SOURCE_REGION,
+    SOURCE_REGION_MAX_LENGTH,
     SOURCE_S3,
 )
 
@@ -63,6 +64,8 @@ class WeightSource:
 
     @property
     def endpoint_host(self) -> str | None:
+        """The endpoint's host as written, Service names included (hosts.url_host drops those,
+        and tenancy must see them to refuse them)."""
         if self.endpoint is None:
             return None
         m = re.match(r"^https?://([^/:]+)", self.endpoint)
@@ -150,7 +153,11 @@ def _region(section: dict) -> str:
     value = section.get("region")
     if value is None:
         return DEFAULT_REGION
-    if not isinstance(value, str) or len(value) > 32 or not SOURCE_REGION.match(value):
+    if (
+        not isinstance(value, str)
+        or len(value) > SOURCE_REGION_MAX_LENGTH
+        or not SOURCE_REGION.match(value)
+    ):
         raise SpecError(
             f"{F}.region",
             value,

@@ -13,6 +13,7 @@ from typing import Any
 from dot_inference.controlplane import install
 from dot_inference.controlplane.kube import Kube, condition, is_true, wait
 from dot_inference.controlplane.plane import Plane
+from function.claim.source import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "a-team"
@@ -153,8 +154,8 @@ def source_objects() -> list[dict[str, Any]]:
         uri = source.get("uri", "")
         if ref := source.get("credentialsSecretRef"):
             keys = (
-                ref.get("accessKeyIdKey", "AWS_ACCESS_KEY_ID"),
-                ref.get("secretAccessKeyKey", "AWS_SECRET_ACCESS_KEY"),
+                ref.get("accessKeyIdKey", ACCESS_KEY_ID),
+                ref.get("secretAccessKeyKey", SECRET_ACCESS_KEY),
             )
             out.append(
                 {

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from applied_examples import DOCS, examples_table
-from conftest import NS, XR_API, until
+from conftest import NS, XR_API, until, weight_tools
 
-from dot_inference.controlplane import install
 from dot_inference.controlplane.kube import Kube, condition, is_true
 from dot_inference.controlplane.plane import Plane
 
@@ -195,14 +194,10 @@ def test_weights_from_a_source_are_copied_by_the_pinned_tool_and_served_from_the
     uri = SOURCED[name]["spec"]["parameters"]["source"]["uri"]
     assert weights["source"] == uri
     job_name = weights["copiedBy"].removeprefix("Job ")
-    step = next(
-        s["input"]
-        for d in install.load([ROOT / "package" / "llminference" / "composition.yaml"])
-        for s in d["spec"]["pipeline"]
-        if s.get("input", {}).get("kind") == "Input"
-    )
-    tool = {"s3": step["s3Tool"]["image"], "pvc": step["copyTool"]["image"]}.get(
-        uri.split("://")[0], uri.removeprefix("oci://")
+    tools = weight_tools()
+    scheme = uri.split("://")[0]
+    tool = {"s3": tools["s3_tool_image"], "pvc": tools["copy_tool_image"]}.get(
+        scheme, uri.removeprefix("oci://")
     )
     (job,) = [j for j in kube.list("batch/v1", "Job", None) if j["metadata"]["name"] == job_name]
     assert (job.get("status") or {}).get("succeeded", 0) >= 1

@@ -83,14 +83,23 @@ def _modules(root: Path = FUNCTION) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "package" not in p.parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, runtime: bool = False) -> set[str]:
+    """Every module an import statement of `path` names, at any depth (a function's own
+    import runs too); with `runtime`, not those under `if TYPE_CHECKING:`, which never run."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if runtime and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                found.add(child.module)
+                found.update(f"{child.module}.{a.name}" for a in child.names)
+            elif isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
     return found
 
 
@@ -124,31 +133,11 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(path: Path, known: set[str]) -> set[str]:
-    """The modules of `known` that `path` imports when it runs: every import statement at any
-    depth (a function's own import still runs), but those under `if TYPE_CHECKING:`."""
-    found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
-            if isinstance(child, ast.Import):
-                found.update(a.name for a in child.names)
-            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
-                found.add(child.module)
-                found.update(f"{child.module}.{a.name}" for a in child.names)
-            visit(child)
-
-    visit(ast.parse(path.read_text()))
-    return {m for m in found if m in known}
-
-
 def import_cycles(paths: list[Path], root: Path = ROOT) -> list[list[str]]:
     """Every set of modules that import one another round a loop (the strongly connected sets
     of more than one, Tarjan's algorithm); modules are named from `root`."""
     names = {_module_name(p, root): p for p in paths}
-    graph = {n: _runtime_imports(p, set(names)) - {n} for n, p in names.items()}
+    graph = {n: (_imports(p, runtime=True) & set(names)) - {n} for n, p in names.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
