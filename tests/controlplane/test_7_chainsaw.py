@@ -150,6 +150,19 @@ def test_every_step_left_out_exists_and_says_why() -> None:
     assert all(NOT_HERE.values())
 
 
+def errors(out: str) -> str:
+    """Chainsaw's failed operations with what each says (an assertion's diff), which a long run's
+    tail (its catch and cleanup) leaves out: from each line of status ERROR to the next line."""
+    blocks: list[str] = []
+    taking = False
+    for line in out.splitlines():
+        if "sink.go" in line:
+            taking = "| ERROR " in line
+        if taking:
+            blocks.append(line)
+    return "\n".join(blocks)[:12000] or "(no operation said ERROR)"
+
+
 @pytest.fixture(scope="module")
 def without_gpus(kube: Kube) -> Any:
     """The plane as KinD is to these suites: no GPU node to schedule on (cordoned)."""
@@ -220,7 +233,9 @@ def test_the_suite_s_steps_that_can_run_here_pass(
     ] + [f"--{k}-timeout={v}" for k, v in timeouts.items()]
     run = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     out = run.stdout + run.stderr
-    assert run.returncode == 0, f"chainsaw on {suite} failed:\n{out[-12000:]}"
+    assert run.returncode == 0, (
+        f"chainsaw on {suite} failed:\n{errors(out)}\n--- the run's end:\n{out[-8000:]}"
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     # The report lists every step run, then chainsaw's own cleanups ("cleanup (install)",
     # "@cleanup").
