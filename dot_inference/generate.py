@@ -340,11 +340,20 @@ def golden_renders(root: Path, states: dict[str, str]) -> dict[str, str]:
     return {"tests/golden/renders.yaml": _dump({"renders": renders})}
 
 
+# What Kubernetes' token controller writes into a ServiceAccount token Secret: the cluster's
+# CA (a placeholder offline), which a local cluster's models kubeconfig carries.
+TOKEN_SECRET = "kubernetes.io/service-account-token"
+OFFLINE_CA = "b2ZmbGluZSBDQQ=="  # base64 of "offline CA"
+
+
 def created(resource: dict) -> dict:
-    """A composed resource as its provider reports it once created: Ready, with an id."""
+    """A composed resource as its provider reports it once created: Ready, with an id (and a
+    token Secret as Kubernetes fills it)."""
     name = resource.get("metadata", {}).get("name") or resource["kind"].lower()
+    filled = {"data": {"ca.crt": OFFLINE_CA}} if resource.get("type") == TOKEN_SECRET else {}
     return {
         **resource,
+        **filled,
         "status": {
             "atProvider": {"id": f"{resource['kind'].lower()}-{name}"},
             "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],

@@ -12,6 +12,7 @@ without protobuf:
     objects -> Engine    one backend builds (registry order)      function/backends/
     status               serving, readiness, status.plan          function/status.py
     ledger               the model's entry in its cluster's list  function/cluster/ledger.py
+    requeue              how soon to run again                    function/requeue.py
 
 A claim spread over several clusters (spec.parameters.placement) takes the fleet's pipeline
 instead (function/fleet/pipeline.py): it composes one LLMInference per placement, each of
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from function import requeue
 from function.backends import lmcache as kv_offload
 from function.backends.base import Build, Engine
 from function.backends.registry import backend_for
@@ -88,6 +90,7 @@ def compose(inputs: Inputs) -> Outcome:
     out = Outcome()
     decide(inputs, out)
     ledger.publish(inputs, out)
+    out.ttl_seconds = requeue.ttl_seconds(inputs.xr, out)
     return out
 
 

@@ -144,6 +144,8 @@ def write(out: Outcome, rsp: fnv1.RunFunctionResponse) -> None:
         response.warning(rsp, message)
     for message in out.notes:
         response.normal(rsp, message)
+    if out.ttl_seconds is not None:
+        rsp.meta.ttl.FromSeconds(out.ttl_seconds)
     if out.fatal is not None:
         response.fatal(rsp, out.fatal)
         return

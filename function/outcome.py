@@ -40,6 +40,9 @@ class Outcome:
     placement: dict[str, Any] | None = None
     # status.llmd, for a model llm-d serves.
     llmd: dict[str, Any] | None = None
+    # How soon Crossplane runs the function again (function/requeue.py); None: the SDK's
+    # default.
+    ttl_seconds: int | None = None
 
 
 @dataclass(frozen=True)

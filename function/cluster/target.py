@@ -213,6 +213,15 @@ def from_cluster(spec: LLMSpec, cluster: dict[str, Any]) -> Target:
     per_node = _num(gpu.get("perNode"))
     if not isinstance(provider_config, str) or not provider_config:
         raise ClusterNotReady(f"{ref} has not published status.providerConfigName yet")
+    if dig(status, "modelsProviderConfig", "ready") is False:
+        # Composed before, every object would fail in provider-kubernetes and back off for a
+        # minute and more (kcl/inferencecluster/program/identity.k). Absent: a cluster
+        # composed before the field, read as ready.
+        raise ClusterNotReady(
+            f"{ref} has not made the models' identity ready yet (status.modelsProviderConfig"
+            f".ready: false: the RBAC of ProviderConfig {provider_config} on the cluster, and "
+            "on a local cluster the CA of its kubeconfig); the model is composed once it is"
+        )
     no_gpu = memory is None or memory <= 0 or per_node is None or per_node < 1
     if no_gpu and not (simulate and gpu.get("enabled") is False):
         raise ClusterNotReady(

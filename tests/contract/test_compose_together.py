@@ -15,15 +15,18 @@ from conftest import EXAMPLES, PACKAGE, load_yaml
 
 from dot_inference.apiserver import validate_objects
 from dot_inference.crossplane import documents, render
+from dot_inference.generate import created
 from function.limits import GPU_TYPES
 
 PKG = documents.load_package(PACKAGE)
 
 
 def _render(
-    xr: dict[str, Any], required: list[dict[str, Any]] | None = None
+    xr: dict[str, Any],
+    required: list[dict[str, Any]] | None = None,
+    observed: list[dict[str, Any]] | None = None,
 ) -> render.RenderResult:
-    return render.render_in_package(PKG, xr, required=required or [])
+    return render.render_in_package(PKG, xr, required=required or [], observed=observed or [])
 
 
 @cache
@@ -31,6 +34,10 @@ def cluster_state(example: str) -> dict[str, Any]:
     """The InferenceCluster of examples/<example> with the status its render publishes."""
     claim = load_yaml(EXAMPLES / example)[0]
     result = _render(claim)
+    assert result.fatal is None, result.fatal
+    # Again once its resources exist, as Crossplane would supply it (its models' identity
+    # ready: status.modelsProviderConfig.ready).
+    result = _render(claim, observed=[created(r) for r in result.composed])
     assert result.fatal is None, result.fatal
     return {**claim, "status": result.xr["status"]}
 

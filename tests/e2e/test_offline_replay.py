@@ -71,6 +71,7 @@ import pytest
 from conftest import merge_patch, parse_yaml, parse_yaml_all
 
 from dot_inference.crossplane import documents, render
+from dot_inference.generate import OFFLINE_CA, TOKEN_SECRET
 from function.policy import ownership
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -341,6 +342,8 @@ def as_observed(composed: dict[str, Any]) -> dict[str, Any]:
     holding nothing of ours at first (an observe-only Object finds its manifest absent; one
     that manages it has created it)."""
     out = copy.deepcopy(composed)
+    if out.get("kind") == "Secret" and out.get("type") == TOKEN_SECRET:
+        out["data"] = {"ca.crt": OFFLINE_CA}  # Kubernetes' token controller fills it
     if not (
         str(out.get("apiVersion", "")).startswith(f"{PROVIDER_KUBERNETES}/")
         and out.get("kind") == "Object"
@@ -356,6 +359,12 @@ def as_observed(composed: dict[str, Any]) -> dict[str, Any]:
     else:
         manifest = (spec.get("forProvider") or {}).get("manifest")
         out["status"] = {"atProvider": {"manifest": copy.deepcopy(manifest)}}
+        # Ready once created, under the default readiness policy (provider-kubernetes v1.2.1,
+        # internal/controller/namespaced/object/object.go: SuccessfulCreate -> Available).
+        if (spec.get("readiness") or {}).get("policy", "SuccessfulCreate") == "SuccessfulCreate":
+            out["status"]["conditions"] = [
+                {"type": "Ready", "status": "True", "reason": "Available"}
+            ]
     return out
 
 

@@ -806,6 +806,51 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
+        "clusterRef to a cluster whose models' identity is not ready: waits, composes nothing",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [
+                    cluster(
+                        status__modelsProviderConfig={
+                            "name": "gpus-models",
+                            "scoped": True,
+                            "ready": False,
+                        }
+                    )
+                ]
+            },
+        },
+        {
+            "conditions": {
+                "Cluster": ("False", "NotReady", "~status.modelsProviderConfig.ready: false")
+            },
+            "resources": {},
+            "fatal": None,
+        },
+    ),
+    (
+        "clusterRef to a cluster whose models' identity is ready: composed through it",
+        {
+            "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
+            "required": {
+                CLUSTER_REQ: [
+                    cluster(
+                        status__modelsProviderConfig={
+                            "name": "gpus-models",
+                            "scoped": True,
+                            "ready": True,
+                        }
+                    )
+                ]
+            },
+        },
+        {
+            "conditions": {"Cluster": ("True", "Found", "~ProviderConfig gpus-models")},
+            "fatal": None,
+        },
+    ),
+    (
         "explicit gpu above the cluster's GPUs per node is refused",
         {
             "xr": xr(model="Qwen/Qwen2.5-72B-Instruct", gpu=8, clusterRef={"name": "gpus"}),
