@@ -157,7 +157,10 @@ def errors(out: str) -> str:
     taking = False
     for line in out.splitlines():
         if "sink.go" in line:
-            taking = "| ERROR " in line
+            # | time | suite | step | operation | status | object: the status, not chainsaw's
+            # `error` operations (which pass when what they name is absent).
+            cells = [c.strip() for c in line.split("|")]
+            taking = len(cells) > 5 and cells[5] == "ERROR"
         if taking:
             blocks.append(line)
     return "\n".join(blocks)[:12000] or "(no operation said ERROR)"
