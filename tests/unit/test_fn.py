@@ -38,6 +38,13 @@ def xr(name: str = "qwen", **params: Any) -> dict[str, Any]:
     }
 
 
+def with_models_identity(ready: bool) -> dict[str, Any]:
+    """The cluster, its models acting through the scoped ProviderConfig gpus-models."""
+    return cluster(
+        status__modelsProviderConfig={"name": "gpus-models", "scoped": True, "ready": ready}
+    )
+
+
 def cluster(**overrides: Any) -> dict[str, Any]:
     c = {
         "apiVersion": "inference.devopstoolkit.ai/v1alpha1",
@@ -809,17 +816,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "clusterRef to a cluster whose models' identity is not ready: waits, composes nothing",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
-            "required": {
-                CLUSTER_REQ: [
-                    cluster(
-                        status__modelsProviderConfig={
-                            "name": "gpus-models",
-                            "scoped": True,
-                            "ready": False,
-                        }
-                    )
-                ]
-            },
+            "required": {CLUSTER_REQ: [with_models_identity(ready=False)]},
         },
         {
             "conditions": {
@@ -833,17 +830,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "clusterRef to a cluster whose models' identity is ready: composed through it",
         {
             "xr": xr(model="Qwen/Qwen2.5-1.5B-Instruct", clusterRef={"name": "gpus"}),
-            "required": {
-                CLUSTER_REQ: [
-                    cluster(
-                        status__modelsProviderConfig={
-                            "name": "gpus-models",
-                            "scoped": True,
-                            "ready": True,
-                        }
-                    )
-                ]
-            },
+            "required": {CLUSTER_REQ: [with_models_identity(ready=True)]},
         },
         {
             "conditions": {"Cluster": ("True", "Found", "~ProviderConfig gpus-models")},
