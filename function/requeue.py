@@ -27,7 +27,8 @@ Two waits would then last the minute, as nothing else runs the function again:
   asks to be run again soon.
 
 Soon is 10 s: a fifth of the rate the breaker itself allows, well below what it guards
-against, and no fight (an unchanged desired state writes nothing).
+against, and no fight (an unchanged desired state writes nothing). A cluster that never
+becomes ready keeps its models' function called every 10 s: one cheap call per waiting model.
 """
 
 from __future__ import annotations
